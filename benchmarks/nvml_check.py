@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolkit.analysis import telemetry as tana  # noqa: E402
+from toolkit.bench.observe import baseline_notes, window_summary  # noqa: E402
 from toolkit.host import telemetry as tel  # noqa: E402
+from toolkit.results.telemetry_flags import window_flags  # noqa: E402
 
 CONTEND = (
     "import time,torch\n"
@@ -73,11 +74,12 @@ def main() -> None:
     marks["contended"] = (t, time.time())
     other.wait()
     samples = s.stop()
-    base = tana.window_summary(samples, *marks["idle"])
+    for note in baseline_notes(window_summary(samples, *marks["idle"])):  # the idle window: a run note
+        print(note, flush=True)
     result = {}
     for name, (t0, t1) in marks.items():
-        summ = tana.window_summary(samples, t0, t1)
-        result[name] = {"summary": summ, "flags": tana.flags(summ, base, {os.getpid()})}
+        summ = window_summary(samples, t0, t1)
+        result[name] = {"summary": summ, "flags": window_flags(summ, {os.getpid()})}
     (out / "windows.json").write_text(json.dumps(result, indent=1, default=str))
     for name, r in result.items():
         g = next(iter(r["summary"]["gpus"].values()))

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from tests.support.project import DATA
 from tests.support.runs import tk
 from tests.support.stored import h200_rows, import_rows, matrix_project
-from toolkit.analysis.telemetry import window_summary
+from toolkit.bench.observe import window_summary
 from toolkit.cli.main import cli
 from toolkit.core.errors import BadInput
 

@@ -154,12 +154,13 @@ def test_a_stored_block_with_figures_no_sensor_reads_is_skipped_and_an_imported_
 
 
 def test_one_flag_rule_for_the_bench_and_the_readers():
-    """analysis.telemetry.flags (what the bench stores) is the readers' window_flags, and the figure
+    """The observer (what the bench stores) flags by the readers' window_flags, and the figure
     ranges a stored block is held to are the sampler's (energy.PLAUSIBLE)."""
-    from toolkit.analysis import energy, telemetry
+    from toolkit.analysis import energy
+    from toolkit.bench import observe
     from toolkit.results import telemetry_flags
 
-    assert telemetry.window_flags is telemetry_flags.window_flags
+    assert observe.window_flags is telemetry_flags.window_flags
     assert telemetry_flags.FIGURE_RANGES == {**energy.PLAUSIBLE, "power_w": (1.0, energy.POWER_MAX_W)}
     for row in h200_rows("contended.jsonl") + h200_rows("alone.jsonl"):
         kept = telemetry_flags.checked_flags(row["toolkit_flags"], row["toolkit_telemetry"])

@@ -130,9 +130,9 @@ def test_a_short_window_on_nvml_gets_its_energy_from_counter_reads_at_its_edges(
 
 
 def test_a_window_edge_far_from_any_counter_read_is_no_counter_energy():
-    """The rule the edge reads serve (analysis.telemetry.counter_energy): an edge more than
+    """The rule the edge reads serve (analysis.energy.counter_energy): an edge more than
     COUNTER_EDGE_S (or a period) from the nearest counter read is interpolated too far to trust."""
-    from toolkit.analysis.telemetry import window_summary
+    from toolkit.bench.observe import window_summary
 
     def s(t, energy=True):
         return {

@@ -286,7 +286,7 @@ def test_a_published_results_line_that_is_not_a_record_is_bad_input_naming_file_
 
 def test_a_garbage_telemetry_trace_is_warned_not_a_traceback(tmp_path):
     """Reproducer: a telemetry trace of garbage bytes raised UnicodeDecodeError out of iter_trace."""
-    from toolkit.analysis.telemetry import load_trace
+    from toolkit.host.telemetry import iter_trace
 
     trace = tmp_path / "telemetry.jsonl"
     good = {"t": 1.0, "gpus": []}
@@ -294,7 +294,7 @@ def test_a_garbage_telemetry_trace_is_warned_not_a_traceback(tmp_path):
         b'{"telemetry_trace": 1}\n\xff\xfe\xfd garbage\n' + DEEP + b"\n" + json.dumps(good).encode() + b"\n"
     )
     warnings: list[str] = []
-    assert load_trace(trace, warnings) == [good]
+    assert list(iter_trace(trace, warnings)) == [good]
     assert [w.split(": ")[0] for w in warnings] == [f"{trace}:2", f"{trace}:3"]
     assert "not UTF-8" in warnings[0]
 

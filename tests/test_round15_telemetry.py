@@ -22,11 +22,11 @@ import pytest
 
 from tests.support.project import DATA
 from tests.support.runs import tk
-from toolkit.analysis import telemetry as tana
 from toolkit.bench import measure
 from toolkit.results import importer, telemetry_check
 from toolkit.results.records import ResultStore
 from toolkit.results.telemetry_check import REASON, energy_contradiction, window_contradiction
+from toolkit.results.telemetry_flags import window_flags
 
 ALONE = DATA / "h200-measure" / "alone.jsonl"  # `toolkit measure` on the lent H200 (real output)
 CONTENDED = DATA / "h200-measure" / "contended.jsonl"
@@ -207,7 +207,7 @@ def test_flags_the_block_shows_are_kept_also_under_older_thresholds(tmp_path: Pa
 
 
 def test_every_flag_the_observer_raises_is_one_the_import_knows() -> None:
-    """A window whose every figure raises a flag: each flag analysis.telemetry.flags gives is one its
+    """A window whose every figure raises a flag: each flag window_flags gives is one its
     own block supports (nothing `toolkit measure` writes is left out of a faithful file)."""
     g = {
         "vendor": "nvidia",
@@ -227,7 +227,7 @@ def test_every_flag_the_observer_raises_is_one_the_import_knows() -> None:
     }
     host = {"other_cpu_cores_mean": 3.0, "own_cpu_cores_mean": 1.0, "cpus_online": 4, "achieved_hz": 1.0}
     block = {"rate_hz": 10.0, "gpus": {"nv": g}, "host": {**host, "implausible": {}}}
-    raised = tana.flags(block, {1})
+    raised = window_flags(block, {1})
     assert len(raised) == 9, raised
     assert all(telemetry_check.flag_unsupported(f, block) is None for f in raised), raised
 

@@ -63,22 +63,23 @@ def test_a_first_test_too_short_for_the_tick_counts_is_not_called_host_busy() ->
     (the same window read 2.5 busy cores of 2, flagged sensor-implausible). Other load counts only
     beyond that noise; over a full second the same figure is still host-busy, and real contention
     (CPU pressure while others ran) still is at any span."""
-    from toolkit.analysis.telemetry import flags
-    from toolkit.results.telemetry_flags import tick_noise_cores
+    from toolkit.results.telemetry_flags import tick_noise_cores, window_flags
 
     assert tick_noise_cores(2, 0.04) == 0.5 and tick_noise_cores(2, 1.0) == 0.02
     assert tick_noise_cores("2", 1.0) == 0.0 and tick_noise_cores(2, None) == 0.0
-    assert "host-busy" not in flags({"host": _host(0.77, 0.04)})
-    assert "host-busy" in flags({"host": _host(0.77, 1.0)})
-    assert "host-busy" in flags({"host": _host(1.2, 0.04, psi=85.0)})  # burners beside it: pressure
+    assert "host-busy" not in window_flags({"host": _host(0.77, 0.04)})
+    assert "host-busy" in window_flags({"host": _host(0.77, 1.0)})
+    assert "host-busy" in window_flags({"host": _host(1.2, 0.04, psi=85.0)})  # burners beside it: pressure
     # pressure alone (the benchmark's own threads wait too) with other load within the noise: not flagged
-    assert "host-busy" not in flags({"host": _host(0.77, 0.04, psi=25.0)})  # breaker round 17, finding 5
+    assert "host-busy" not in window_flags(
+        {"host": _host(0.77, 0.04, psi=25.0)}
+    )  # breaker round 17, finding 5
 
 
 def test_a_short_windows_busy_cores_within_tick_noise_is_not_implausible() -> None:
     """The first test's 0.04-s window read 2.5 busy cores on 2 CPUs and was flagged sensor-implausible:
     the counters' resolution, not a sensor's fault. Beyond that noise it still is."""
-    from toolkit.analysis.telemetry import window_summary
+    from toolkit.bench.observe import window_summary
 
     def samples(busy_end: float) -> list[dict]:
         base = {"source": "host", "cpus_online": 2, "cpu_total_s": 0.0, "steal_s": 0.0, "psi_some_us": 0}

@@ -1,4 +1,4 @@
-"""toolkit.analysis.telemetry: windows, energy and flags.
+"""A window's telemetry (toolkit.bench.observe.window_summary), its energy and its flags.
 
 The H200 case (tests/data/h200-telemetry, a copy of shared/cases/h200-telemetry: a real NVML trace
 at 50 ms around llama-bench on an H200, alone and beside another tenant) must read as its README
@@ -21,15 +21,10 @@ from tests.support.telemetry_fakes import (
     timestamped_lines,
 )
 from toolkit.analysis.energy import AMD_POWER_AVG_MIN_WINDOW_S, NVML_POWER_AVG_MIN_WINDOW_S
-from toolkit.analysis.telemetry import (
-    baseline_notes,
-    flags,
-    load_trace,
-    window_summary,
-)
-from toolkit.host.telemetry import AmdGpuSource, Sampler
+from toolkit.bench.observe import baseline_notes, window_summary
+from toolkit.host.telemetry import AmdGpuSource, Sampler, iter_trace
 from toolkit.results.telemetry_check import CLOCK_IDLE_MAX_MHZ, HOST_PSI_SOME_MAX_PCT, HOST_STEAL_MAX_PCT
-from toolkit.results.telemetry_flags import THROTTLE_MIN_SHARE
+from toolkit.results.telemetry_flags import THROTTLE_MIN_SHARE, window_flags
 
 GPU = "nvidia:0000:19:00.0"
 
@@ -140,7 +135,7 @@ def test_h200_integral_off_by_a_lot_below_the_threshold_and_close_above(h200):
 
 def test_h200_every_contended_record_flagged_shared_and_power_capped(h200):
     for s in summaries(h200, "cuda_contended"):
-        f = flags(s)
+        f = window_flags(s)
         assert "gpu-shared" in f and "throttled:sw-power-cap" in f, f
         assert gpu(s)["throttle_share"]["sw-power-cap"] == 1.0
         assert gpu(s)["procs_max"] == 2
@@ -148,7 +143,7 @@ def test_h200_every_contended_record_flagged_shared_and_power_capped(h200):
 
 def test_h200_no_alone_record_flagged(h200):
     for s in summaries(h200, "cuda_sweep"):
-        assert flags(s) == [], flags(s)
+        assert window_flags(s) == [], window_flags(s)
         assert gpu(s)["procs_max"] == 1
 
 
@@ -158,7 +153,7 @@ def test_h200_idle_window_power(h200):
     s = window_summary(h200, m["idle-start"], m["idle-end"])
     g = gpu(s)
     assert g["energy_j"] / s["duration_s"] == pytest.approx(80.0, abs=1.0)
-    assert g["throttle_share"].get("gpu-idle") == 1.0 and "throttled:gpu-idle" not in flags(s)
+    assert g["throttle_share"].get("gpu-idle") == 1.0 and "throttled:gpu-idle" not in window_flags(s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,15 +185,15 @@ def test_energy_window_not_bracketed():
     s = ramp(1, 10)
     assert reason(s, 0.5, 5) == "window_not_bracketed"
     assert reason(s, 5, 10.5) == "window_not_bracketed"
-    f = flags(window_summary(s, 0.5, 5))
+    f = window_flags(window_summary(s, 0.5, 5))
     assert f == ["energy-invalid:window_not_bracketed"]
-    assert flags(window_summary(s, 2, 5)) == []
+    assert window_flags(window_summary(s, 2, 5)) == []
 
 
 def test_energy_sampling_gap_exceeded():
     s = [x for x in ramp(0, 20) if not 5 < x["t"] < 9]  # a 4 s hole > max(3 s, 5 periods)
     assert reason(s, 2, 12) == "sampling_gap_exceeded"
-    assert flags(window_summary(s, 2, 12)) == ["energy-invalid:sampling_gap_exceeded"]
+    assert window_flags(window_summary(s, 2, 12)) == ["energy-invalid:sampling_gap_exceeded"]
     s2 = [x for x in ramp(0, 20) if not 5 < x["t"] < 7]  # 2 s: allowed
     assert reason(s2, 2, 12) is None
 
@@ -207,7 +202,7 @@ def test_energy_insufficient_samples_and_no_source():
     assert reason([nv(0.0, energy=0.0)], 0.0, 0.0 + 1e-3) == "insufficient_power_samples"
     blind = [nv(t, None, None) for t in (0.0, 1.0, 2.0)]
     assert reason(blind, 0.5, 1.5) == "no_power_source"
-    assert flags(window_summary(blind, 0.5, 1.5)) == ["energy-invalid:no_power_source"]
+    assert window_flags(window_summary(blind, 0.5, 1.5)) == ["energy-invalid:no_power_source"]
 
 
 def test_energy_integrated_when_no_counter_and_window_long_enough():
@@ -215,7 +210,7 @@ def test_energy_integrated_when_no_counter_and_window_long_enough():
     g = window_summary(s, 1, 9)["gpus"]["nv"]
     assert g["energy_source"] == "integrated-average-power" and g["energy_j"] == pytest.approx(2400.0)
     assert reason(s, 1, 2) == "window_short_for_sensor_average"  # 1 s < 1.5 s
-    assert flags(window_summary(s, 1, 2)) == ["energy-invalid:window_short_for_sensor_average"]
+    assert window_flags(window_summary(s, 1, 2)) == ["energy-invalid:window_short_for_sensor_average"]
 
 
 def test_energy_counter_reset_is_invalid_not_negative():
@@ -289,21 +284,21 @@ def test_throttled_ppt0_on_with_0x04002_and_hotspot_bit_masked(amd):
     s = window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9)
     g = next(iter(s["gpus"].values()))
     assert g["throttle_share"] == {"ppt0": 1.0, "temp-hotspot": 1.0}
-    assert "throttled:ppt0" in flags(s) and "throttled:temp-hotspot" not in flags(s)
+    assert "throttled:ppt0" in window_flags(s) and "throttled:temp-hotspot" not in window_flags(s)
     amd.set_metrics(dict(IDLE_RX9070, throttle_status=0x00002), sclk_mhz=41, mclk_mhz=96)
     s = window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9)
-    assert not any(f.startswith("throttled:") for f in flags(s))
+    assert not any(f.startswith("throttled:") for f in window_flags(s))
 
 
 def test_throttled_needs_a_meaningful_share():
     """One sample in ten with sw-power-cap: not flagged; from THROTTLE_MIN_SHARE on: flagged."""
     base = [nv(i * 0.1, 300.0, i * 30.0, throttle_bits=0) for i in range(11)]
     base[5]["throttle_bits"] = 0x4
-    assert not any(f.startswith("throttled") for f in flags(window_summary(base, 0.0, 1.0)))
+    assert not any(f.startswith("throttled") for f in window_flags(window_summary(base, 0.0, 1.0)))
     n = int(THROTTLE_MIN_SHARE * 11) + 1
     for x in base[:n]:
         x["throttle_bits"] = 0x4 | 0x40
-    f = flags(window_summary(base, 0.0, 1.0))
+    f = window_flags(window_summary(base, 0.0, 1.0))
     assert "throttled:sw-power-cap" in f and "throttled:hw-thermal" in f
 
 
@@ -313,20 +308,20 @@ def test_clock_idle_on_when_busy_at_41_mhz(amd):
     amd.set_metrics(stuck, sclk_mhz=41, mclk_mhz=96)
     s = window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9)
     assert next(iter(s["gpus"].values()))["sclk_mhz_median"] == 41 <= CLOCK_IDLE_MAX_MHZ
-    assert "clock-idle" in flags(s)
+    assert "clock-idle" in window_flags(s)
     amd.set_metrics(dict(stuck, socket_power=225), sclk_mhz=2920, mclk_mhz=96)
-    assert "clock-idle" not in flags(window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9))
+    assert "clock-idle" not in window_flags(window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9))
     # idle clock while idle (ollama#9633 dump: 41 MHz at 3 % busy) is not clock-idle either
     amd.set_metrics(IDLE_RX9070, sclk_mhz=41, mclk_mhz=96)
-    assert "clock-idle" not in flags(window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9))
+    assert "clock-idle" not in window_flags(window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9))
 
 
 def test_power_not_stock_on_with_a_lower_cap(amd):
     s = window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9)
-    assert "power-not-stock" not in flags(s)
+    assert "power-not-stock" not in window_flags(s)
     amd.set_caps(cap_w=225, default_w=300)  # rocm-systems#11781's 225 W cap
     s = window_summary(read_amd(amd, 0.0, 20), 0.0, 1.9)
-    assert "power-not-stock" in flags(s)
+    assert "power-not-stock" in window_flags(s)
     assert next(iter(s["gpus"].values()))["not_stock"] == ["power cap 225 W below the default 300 W"]
 
 
@@ -334,12 +329,12 @@ def test_gpu_shared_by_kfd_pid(amd):
     """KFD lists host pids: ours (own_pids) alone -> not shared; another with a compute queue -> shared."""
     amd.add_kfd_proc(1234, vram=19 << 30)
     s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
-    assert "gpu-shared" not in flags(s, own_pids={1234})
+    assert "gpu-shared" not in window_flags(s, own_pids={1234})
     amd.add_kfd_proc(777, vram=2 << 30, queue_gpu=amd.gpu_id)
     s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
     assert next(iter(s["gpus"].values()))["pids"] == [777, 1234]
-    assert "gpu-shared" in flags(s, own_pids={1234})
-    assert "gpu-shared" in flags(s)  # without own pids: two processes on one GPU
+    assert "gpu-shared" in window_flags(s, own_pids={1234})
+    assert "gpu-shared" in window_flags(s)  # without own pids: two processes on one GPU
 
 
 def test_a_tenant_before_the_run_is_a_note_not_a_flag_on_later_rows(amd):
@@ -348,11 +343,11 @@ def test_a_tenant_before_the_run_is_a_note_not_a_flag_on_later_rows(amd):
     amd.set_metrics(IDLE_RX9070, sclk_mhz=41, mclk_mhz=96)
     quiet = window_summary(read_amd(amd, 0.0, 10), 0.0, 0.9)
     run = window_summary(read_amd(amd, 10.0, 10), 10.0, 10.9)
-    assert baseline_notes(quiet) == [] and "gpu-shared" not in flags(run)
+    assert baseline_notes(quiet) == [] and "gpu-shared" not in window_flags(run)
     amd.set_metrics(dict(IDLE_RX9070, activity=(85, 40, 0)), sclk_mhz=2920, mclk_mhz=96)
     busy_before = window_summary(read_amd(amd, 0.0, 10), 0.0, 0.9)
     (note,) = baseline_notes(busy_before)
-    assert "in use before the run started (85 % busy)" in note and "gpu-shared" not in flags(run)
+    assert "in use before the run started (85 % busy)" in note and "gpu-shared" not in window_flags(run)
 
 
 def test_a_process_that_only_holds_memory_is_a_milder_note_than_one_that_computes(amd):
@@ -362,10 +357,10 @@ def test_a_process_that_only_holds_memory_is_a_milder_note_than_one_that_compute
     amd.add_kfd_proc(777, vram=2 << 30)
     s = window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4)
     assert next(iter(s["gpus"].values()))["active_pids"] == [1234]
-    f = flags(s, own_pids={1234})
+    f = window_flags(s, own_pids={1234})
     assert "gpu-memory-held" in f and "gpu-shared" not in f
     amd.add_kfd_proc(777, vram=2 << 30, queue_gpu=amd.gpu_id)
-    f = flags(window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4), own_pids={1234})
+    f = window_flags(window_summary(read_amd(amd, 0.0, 5), 0.0, 0.4), own_pids={1234})
     assert "gpu-shared" in f and "gpu-memory-held" not in f
 
 
@@ -374,11 +369,11 @@ def test_nvml_sm_use_per_process_tells_a_memory_holder_from_a_tenant():
         procs = [{"pid": 1, "vram_bytes": 1, "sm_pct": 90}, {"pid": 2, "vram_bytes": 1, "sm_pct": sm_other}]
         return window_summary([nv(t / 10, energy=30.0 * t, procs=procs) for t in range(30)], 0.5, 2.5)
 
-    assert "gpu-memory-held" in flags(win(0), own_pids={1}) and "gpu-shared" not in flags(
+    assert "gpu-memory-held" in window_flags(win(0), own_pids={1}) and "gpu-shared" not in window_flags(
         win(0), own_pids={1}
     )
-    assert "gpu-shared" in flags(win(35), own_pids={1})
-    assert "gpu-shared" in flags(win(None), own_pids={1})  # NVML cannot tell: a tenant, as before
+    assert "gpu-shared" in window_flags(win(35), own_pids={1})
+    assert "gpu-shared" in window_flags(win(None), own_pids={1})  # NVML cannot tell: a tenant, as before
 
 
 def host(
@@ -421,17 +416,17 @@ def test_host_busy_thresholds_on_synthetic_counters():
     quiet = host_run(0.1)
     assert quiet["host"]["other_cpu_cores_mean"] == pytest.approx(0.1)
     assert quiet["host"]["own_cpu_cores_mean"] == pytest.approx(15.0)
-    assert flags(quiet) == []  # the benchmark's own 15 cores are not "other"
-    assert flags(host_run(1.0)) == ["host-busy"]
-    assert flags(host_run(0.1, steal_pct=HOST_STEAL_MAX_PCT + 5)) == ["host-busy"]
-    assert flags(host_run(0.1, steal_pct=HOST_STEAL_MAX_PCT - 5)) == []
-    assert flags(host_run(0.8, cpus=64)) == []  # others, but 64 cores are not oversubscribed
-    assert flags(host_run(0.8, psi_pct=HOST_PSI_SOME_MAX_PCT + 10, cpus=64)) == ["host-busy"]
+    assert window_flags(quiet) == []  # the benchmark's own 15 cores are not "other"
+    assert window_flags(host_run(1.0)) == ["host-busy"]
+    assert window_flags(host_run(0.1, steal_pct=HOST_STEAL_MAX_PCT + 5)) == ["host-busy"]
+    assert window_flags(host_run(0.1, steal_pct=HOST_STEAL_MAX_PCT - 5)) == []
+    assert window_flags(host_run(0.8, cpus=64)) == []  # others, but 64 cores are not oversubscribed
+    assert window_flags(host_run(0.8, psi_pct=HOST_PSI_SOME_MAX_PCT + 10, cpus=64)) == ["host-busy"]
     # pressure while nobody else ran is the benchmark's own threads waiting for each other (CI's
     # 2-core VM flagged an idle run this way): no flag
-    assert flags(host_run(0.1, psi_pct=HOST_PSI_SOME_MAX_PCT + 10)) == []
+    assert window_flags(host_run(0.1, psi_pct=HOST_PSI_SOME_MAX_PCT + 10)) == []
     assert host_run(0.1, psi_pct=HOST_PSI_SOME_MAX_PCT - 10)["host"]["psi_some_pct"] == pytest.approx(10.0)
-    assert flags(host_run(0.1, psi_pct=HOST_PSI_SOME_MAX_PCT - 10)) == []
+    assert window_flags(host_run(0.1, psi_pct=HOST_PSI_SOME_MAX_PCT - 10)) == []
 
 
 def test_summary_reads_back_from_a_sampler_trace(tmp_path, amd):
@@ -440,7 +435,7 @@ def test_summary_reads_back_from_a_sampler_trace(tmp_path, amd):
     trace = tmp_path / "telemetry.jsonl"
     with Sampler([src], trace_path=trace) as s:
         pass
-    samples = load_trace(trace)
+    samples = list(iter_trace(trace))
     assert samples == s.samples and len(samples) >= 2
     out = window_summary(samples, samples[0]["t"], samples[-1]["t"])
     g = out["gpus"][src.id]

@@ -23,7 +23,7 @@ from tests.support.telemetry_fakes import (
     pack_check,
     power_profile_text,
 )
-from toolkit.analysis.telemetry import flags, window_summary
+from toolkit.bench.observe import window_summary
 from toolkit.host.telemetry import (
     AmdGpuSource,
     HostSource,
@@ -41,6 +41,7 @@ from toolkit.host.telemetry import (
 from toolkit.host.telemetry.amd import AMD_ENERGY_WRAP_J, parse_gpu_metrics
 from toolkit.host.telemetry.kernel_log import match_kernel_line
 from toolkit.results.telemetry_check import HOST_OTHER_CPU_CORES_MAX
+from toolkit.results.telemetry_flags import window_flags
 
 # ---------------------------------------------------------------------------------------------
 # AMD on a fake sysfs tree
@@ -416,7 +417,7 @@ def test_host_busy_on_when_another_process_burns_cpu_beside_the_benchmark():
     summary, burner_cores = _measure(2.0, other_burner=True)
     h = summary["host"]
     assert burner_cores is not None and burner_cores > 0  # on a loaded 2-core host it gets what it can
-    assert "host-busy" in flags(summary), h
+    assert "host-busy" in window_flags(summary), h
     assert h["other_cpu_cores_mean"] > HOST_OTHER_CPU_CORES_MAX
     assert h["other_cpu_cores_mean"] >= 0.8 * burner_cores  # USER_HZ ticks: a little slack
     assert h["own_cpu_cores_mean"] > 0
@@ -465,7 +466,7 @@ def test_host_busy_off_on_an_idle_host_even_though_the_benchmark_loads_a_core():
         pytest.skip(f"host not idle before the test: {background:.2f} busy cores")
     alone, _ = _measure(2.0, other_burner=False)
     assert alone["host"]["own_cpu_cores_mean"] > 0.6
-    assert "host-busy" not in flags(alone), alone["host"]
+    assert "host-busy" not in window_flags(alone), alone["host"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import time
 import pytest
 
 from toolkit.analysis.energy import COUNTER_MIN_STEPS, PLAUSIBLE
-from toolkit.analysis.telemetry import flags, window_summary
+from toolkit.bench.observe import window_summary
 from toolkit.host.telemetry import update_period
 from toolkit.results.telemetry_check import ENERGY_AGREE_TOL
+from toolkit.results.telemetry_flags import window_flags
 
 
 def nv(t: float, power: float | None = 300.0, energy: float | None = None, **kw) -> dict:
@@ -37,11 +38,11 @@ def test_an_impossible_sensor_value_is_dropped_and_the_window_flagged(key, bad):
     ss[20] = {**ss[20], key: bad}
     s = window_summary(ss, 1.0, 3.0, tokens=600)
     g = gpu(s)
-    assert g["implausible"] == {key: 1} and "sensor-implausible" in flags(s)
+    assert g["implausible"] == {key: 1} and "sensor-implausible" in window_flags(s)
     assert g["power_w_max"] == pytest.approx(300.0) and g["sclk_mhz_max"] == 1980.0
     assert g["temp_max_c"] == {"temp_gpu_c": 60.0} and g["busy_pct_mean"] == pytest.approx(99.0)
     assert g["energy_valid"] and g["energy_j"] == pytest.approx(600.0)  # the good samples still give it
-    assert "sensor-implausible" not in flags(window_summary(steady(), 1.0, 3.0))
+    assert "sensor-implausible" not in window_flags(window_summary(steady(), 1.0, 3.0))
     assert PLAUSIBLE["power_w"][0] <= 300.0 <= PLAUSIBLE["power_w"][1]
 
 
@@ -66,7 +67,7 @@ def test_counter_energy_that_disagrees_with_the_integrated_power_is_invalid():
         x["energy_j"] *= 1 + 2 * ENERGY_AGREE_TOL  # the counter says 30 % more than the power did
     s = window_summary(ss, 1.0, 3.0)
     assert gpu(s)["energy_invalid_reason"] == "counter_disagrees_with_power" and s["tok_per_j"] is None
-    assert "energy-invalid:counter_disagrees_with_power" in flags(s)
+    assert "energy-invalid:counter_disagrees_with_power" in window_flags(s)
 
 
 def test_a_window_of_few_counter_steps_gets_no_energy_and_a_long_one_does():
@@ -114,9 +115,9 @@ def test_host_busy_is_judged_against_the_cores_the_host_has():
     """A GPU benchmark's one core beside 3 busy neighbour cores on a 16-core host: no contention (issue
     31: tok/s unchanged, every row was flagged); llama-bench's two threads on this 2-core machine with
     one competing thread: contention."""
-    assert "host-busy" not in flags(host_window(own=1.0, other=3.0, cpus=16))
-    assert "host-busy" in flags(host_window(own=2.0, other=1.0, cpus=2))
-    assert "host-busy" in flags(host_window(own=15.0, other=1.0, cpus=16))
+    assert "host-busy" not in window_flags(host_window(own=1.0, other=3.0, cpus=16))
+    assert "host-busy" in window_flags(host_window(own=2.0, other=1.0, cpus=2))
+    assert "host-busy" in window_flags(host_window(own=15.0, other=1.0, cpus=16))
 
 
 def test_a_short_first_window_is_not_widened_into_the_engine_starting_the_container():
@@ -137,20 +138,20 @@ def test_a_short_first_window_is_not_widened_into_the_engine_starting_the_contai
 
     idle = run(other=0.0)
     assert idle["host"]["other_cpu_cores_mean"] == pytest.approx(0.0, abs=1e-9), idle["host"]
-    assert "host-busy" not in flags(idle)
-    assert "host-busy" in flags(run(other=1.0))
+    assert "host-busy" not in window_flags(idle)
+    assert "host-busy" in window_flags(run(other=1.0))
 
 
 def test_cpu_pressure_above_100_percent_is_dropped_not_believed():
     s = host_window(own=1.0, other=0.0, cpus=16, psi_pct=117.5)
     assert s["host"]["psi_some_pct"] is None and s["host"]["implausible"] == {"psi_some_pct": 1}
-    assert flags(s) == ["sensor-implausible"]
+    assert window_flags(s) == ["sensor-implausible"]
 
 
 def test_a_window_sampled_at_under_half_the_rate_is_undersampled():
-    assert "undersampled" not in flags(host_window(own=1.0, other=0.0, cpus=16))
+    assert "undersampled" not in window_flags(host_window(own=1.0, other=0.0, cpus=16))
     s = host_window(own=1.0, other=0.0, cpus=16, every=3)  # 3.3 of 10 samples a second
-    assert s["host"]["achieved_hz"] == pytest.approx(3.3, abs=0.4) and "undersampled" in flags(s)
+    assert s["host"]["achieved_hz"] == pytest.approx(3.3, abs=0.4) and "undersampled" in window_flags(s)
 
 
 def test_a_wedged_sensor_file_drops_its_gpu_and_never_stops_the_run(tmp_path):

@@ -442,8 +442,9 @@ def h200_bench_records(run: str, image: str, *, run_id: str | None = None, count
     column (each run its own image digest, so the two runs can be compared side by side).
     `counter=False`: the samples without NVML's energy counter (a GPU that has none): energy only
     from the integrated averaged power, so windows under 1.5 s get none."""
-    from toolkit.analysis.telemetry import flags, window_summary
+    from toolkit.bench.observe import window_summary
     from toolkit.results.records import BenchRecord, ImageRef, ModelRef
+    from toolkit.results.telemetry_flags import window_flags
     from toolkit.runtimes.llama_bench import check
 
     samples = h200_samples()
@@ -460,7 +461,7 @@ def h200_bench_records(run: str, image: str, *, run_id: str | None = None, count
         summary = window_summary(samples, w["t0"], w["t1"], w["tokens"])
         summary["window_from"] = "progress"
         norm = check.normalize(raw)
-        fl = flags(summary)
+        fl = window_flags(summary)
         if fl:
             norm = {**norm, "flags": fl}
         out.append(

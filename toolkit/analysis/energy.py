@@ -1,6 +1,6 @@
 """Energy over a benchmark window from a GPU's samples: a hardware energy counter, or the integral of
 an averaged power reading, each valid only under stated rules (a reason code when not). Pure
-functions; toolkit/analysis/telemetry.py calls them per GPU. Section numbers (§) refer to
+functions; window_summary (toolkit/bench/observe.py) calls them per GPU. Section numbers (§) refer to
 shared/reference/gpu-telemetry.md.
 """
 

@@ -283,7 +283,7 @@ def interval(r: BenchRecord) -> Interval | None:
 
 @dataclass(frozen=True)
 class Energy:
-    """A record's valid energy over its test window (toolkit.analysis.telemetry.window_summary):
+    """A record's valid energy over its test window (toolkit.bench.observe.window_summary):
     `tokens` (n_prompt + n_gen) x repetitions, `joules` of all its GPUs together, `source` how it was
     measured (`counter`, `integrated-average-power`, or both joined by `+` across GPUs)."""
 

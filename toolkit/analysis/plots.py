@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.analysis.facts import Facts
 from toolkit.analysis.tables import Row, Table, fold_decode_ub
-from toolkit.analysis.telemetry import load_trace
 from toolkit.core.stats import finite_number
 from toolkit.core.text import counted, strip_controls
+from toolkit.host.telemetry import iter_trace
 from toolkit.results import write_atomic
 from toolkit.results.records import BenchRecord, short_digest
 
@@ -692,7 +692,7 @@ def telemetry_figures(tables: list[Table], results_root: Path | None) -> tuple[d
             notes += _missing_note(run, results_root)
             continue
         try:
-            samples = [s for s in load_trace(path) if isinstance(s, dict)]
+            samples = [s for s in iter_trace(path) if isinstance(s, dict)]
         except (OSError, ValueError) as err:  # unreadable, not text: a note, never a crash
             notes.append(
                 f"{run.label}: no power plot: {path} is unreadable ({type(err).__name__}: {err})"[:400]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from toolkit.bench.observe import merge_flags
 from toolkit.bench.runners.base import (
     Outcome,
     RunContext,
@@ -47,7 +48,6 @@ from toolkit.core.types import utc_now
 from toolkit.engine import api as engine_api
 from toolkit.results.canary_check import BOUND_LN, FLAG, canary_problem, judge
 from toolkit.results.records import BenchRecord, ResultStore, Saver, append_jsonl, read_jsonl, short_digest
-from toolkit.results.telemetry_check import merge_flags
 from toolkit.runtimes.llama_bench import perplexity as ppl_mod
 
 METHOD = "llama-perplexity"

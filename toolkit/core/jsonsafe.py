@@ -32,7 +32,6 @@ itself. Elsewhere, and to name the key once they differ, `duplicate_key` parses 
 json and an object_pairs_hook.
 
     parse(data)            -> the value, or JsonProblem
-    value_kind(v)          -> what a value is, for a message (null, an object, a list, int, str...)
     parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
     parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
                               line is (None, None)
@@ -88,13 +87,6 @@ def _why(err: BaseException) -> str:
     if "digits" in text and "limit" in text:  # int('1' * 5000): "Exceeds the limit (4300 digits) ..."
         return "a number of more than 4300 digits"
     return f"not JSON ({text[:80]})"
-
-
-def value_kind(v: Any) -> str:
-    """What a JSON value is, for a message: null, an object, a list, else its type's name (int, str...)."""
-    if v is None:
-        return "null"
-    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:

@@ -275,7 +275,7 @@ class BenchRecord(BaseModel):
     # them: toolkit.bench.runners.base.effective_environment); None where not recorded (older records)
     env: dict[str, str | None] = Field(default_factory=dict)  # None: left unset
     environment: dict[str, str] | None = None
-    # schema 2: the state of the system during this test's window (toolkit.analysis.telemetry
+    # schema 2: the state of the system during this test's window (toolkit.bench.observe
     # window_summary: GPU power/energy/clocks/throttling/other processes, host load); None in schema 1
     telemetry: dict[str, Any] | None = None
     # the store's sequence number, given when the record was appended (ResultStore); None before that

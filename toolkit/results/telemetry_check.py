@@ -1,4 +1,4 @@
-"""The energy a record's telemetry claims (toolkit.analysis.telemetry.window_summary's shape: what
+"""The energy a record's telemetry claims (toolkit.bench.observe.window_summary's shape: what
 `toolkit bench` stores and `toolkit measure` writes as `toolkit_telemetry`), against physics and against
 the rest of the block: the one rule `toolkit import` applies to a measure file's rows and the results
 reader (record_check.contradiction) to stored records. The report's tok/J is tokens / energy_j of a block
@@ -17,7 +17,16 @@ from typing import Any
 
 from toolkit.core.gpuspecs import AMD, NVIDIA, spec_by_name, split_gpu_info
 from toolkit.core.stats import finite_number
-from toolkit.runtimes.llama_bench.check import FUTURE_SLACK_S, parse_test_time, token_count
+from toolkit.runtimes.llama_bench.check import (
+    FUTURE_SLACK_S,
+    UNTIMED_SHARE_MAX,
+    UNTIMED_SLACK_S,
+    holds_untimed_work,
+    parse_test_time,
+    positive_samples,
+    timed_s,
+    token_count,
+)
 
 POWER_W = (1.0, 2000.0)
 """The physical range of one GPU board's draw, W (a working board under 1 W is off or misread; none
@@ -69,14 +78,6 @@ NVML_POWER_AVG_MIN_WINDOW_S = 1.5
 # amdgpu power1_average: firmware time constant undocumented (§1.2); until measured, windows must
 # be >= 10 s (§4.4: >= 10·τ, 10 s while τ is unknown).
 AMD_POWER_AVG_MIN_WINDOW_S = 10.0
-UNTIMED_SHARE_MAX = 0.05
-UNTIMED_SLACK_S = 0.1
-"""A test window longer than its timed repetitions (sum of samples_ns) by more than UNTIMED_SHARE_MAX
-of them plus UNTIMED_SLACK_S (one sampler period at 10 Hz) holds work llama-bench does not time, and
-its energy is not the test's (`window_holds_untimed_work`). Measured on the H200 (2026-12-02, llama.cpp
-0c1e57098, synthetic Qwen3-30B-A3B Q4_0): at depth 0 the window is 1.00x the timed time; at n_depth
-4096-32768 it is 1.11-1.67x (tg128) and 1.9-5.0x (pp512): between repetitions llama-bench restores the
-cached depth state (`depth run i/R (cached)`), untimed, inside the window."""
 
 COUNTER_MIN_STEPS = 15
 """A counter that advances in steps (NVML's total-energy counter: 100-101 ms measured on the lent H200)
@@ -269,22 +270,14 @@ def _over_cap(
     return None
 
 
-def _samples(v: Any) -> list[float] | None:
-    """A list of positive finite numbers, else None."""
-    if not isinstance(v, list) or not v:
-        return None
-    xs = [x for x in map(finite_number, v) if x is not None and x > 0]
-    return xs if len(xs) == len(v) else None
-
-
 def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duration: float) -> str | None:
     """energy_contradiction's checks of the block's tokens and window against the row's test."""
     tokens = finite_number(t.get("tokens"))
     if tokens is None and t.get("tokens") is not None:
         return f"tokens is {str(t.get('tokens'))[:24]}: not a number"
     per = (token_count(row.get("n_prompt")) or 0) + (token_count(row.get("n_gen")) or 0)
-    ns = _samples(row.get("samples_ns"))
-    reps = len(ns or _samples(row.get("samples_ts")) or [])
+    ns = positive_samples(row.get("samples_ns"))
+    reps = len(ns or positive_samples(row.get("samples_ts")) or [])
     if tokens is not None and per:
         if reps and tokens != per * reps:
             return (
@@ -353,32 +346,6 @@ def energy_rule(t: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str]
     return None
 
 
-def timed_s(samples_ns: Any) -> float | None:
-    """The timed seconds of a test's repetitions (llama-bench's samples_ns summed), None where they are
-    not a list of positive finite numbers."""
-    ns = _samples(samples_ns)
-    return sum(ns) * 1e-9 if ns else None
-
-
-def merge_flags(own: list[str] | None, seen: list[str] | None) -> list[str]:
-    """A record's own flags (e.g. stale-build) followed by the window's that are not among them."""
-    out = list(own or [])
-    return out + [f for f in seen or [] if f not in out]
-
-
-def holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
-    """Whether a test window of `window_s` seconds is longer than its timed repetitions (timed_s) by more
-    than UNTIMED_SHARE_MAX of them plus UNTIMED_SLACK_S: work llama-bench does not time is inside it (its
-    cached depth restores between repetitions, at n_depth > 0). The one rule of the observer, which then
-    gives the window no energy, and of energy_rule, which holds a stored block to it."""
-    timed, window = timed_s(samples_ns), finite_number(window_s)
-    return (
-        timed is not None
-        and window is not None
-        and window > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S
-    )
-
-
 def without_energy(t: Mapping[str, Any], reason: str) -> dict[str, Any]:
     """Telemetry block `t` (window_summary's shape) with no energy and every GPU's energy invalid for
     `reason`: the observer's window whose edges are not the test's (no_test_edges, or one that
@@ -443,7 +410,7 @@ FLAG = re.compile(r"[a-z][a-z0-9-]{0,40}(?::[A-Za-z0-9_.-]{1,40})?")
 """A flag as the toolkit writes one (`host-busy`, `throttled:sw-power-cap`): a file's `|`, markup or
 newline never reaches a table."""
 
-# The thresholds of the flags toolkit.analysis.telemetry raises from a window's summary, stated here
+# The thresholds of the flags telemetry_flags.window_flags raises from a window's summary, stated here
 # (below it) so that this check of a stored block and those rules read one set:
 # clock-idle: the gfx clock stayed at an idle reading while the GPU was busy. 41 MHz is the RX 9070
 # idle reading (ollama#9633) and the stuck-under-load reading of ROCm#6289; the H200 idles at
@@ -512,7 +479,7 @@ def _num(m: Mapping[str, Any], key: str) -> float:
 
 _EVIDENCE: dict[str, tuple[Any, str]] = {
     # gpu-shared: own pids are not stored, so any process may be the benchmark's: more than one seen
-    # and one of them active (analysis.telemetry._others with own_pids unknown)
+    # and one of them active (telemetry_flags._others with own_pids unknown)
     "gpu-shared": (
         lambda gs, h, t, r: _procs(gs, "pids") > OWN_GPU_PROCS and _procs(gs, "active_pids") >= 1,
         "no GPU with more than one process, one of them running compute",
@@ -566,7 +533,7 @@ _EVIDENCE: dict[str, tuple[Any, str]] = {
         "no GPU whose energy is invalid for that reason",
     ),
 }
-"""Per telemetry flag (analysis.telemetry.flags: the flags `toolkit measure` writes), whether a
+"""Per telemetry flag (telemetry_flags.window_flags: the flags `toolkit measure` writes), whether a
 window's summary shows what raised it: (test of (GPUs, host, block, the flag's reason), what the block
 shows instead). The least each rule needs, not the rule itself: a block does not store the benchmark's
 own pids, and a file measured under older thresholds keeps the flags its figures raised then."""

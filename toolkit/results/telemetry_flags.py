@@ -1,10 +1,30 @@
-"""The flags of a window's telemetry summary (toolkit.analysis.telemetry.window_summary's shape): the
-one rule `toolkit bench` and `toolkit measure` raise them by (window_flags; toolkit.analysis.telemetry
-.flags is this function) and the one every reader of a stored record holds its stored flags to
-(checked_flags: the results readers' facts, `toolkit import`). Stated below the analysis package so the
-results readers run the same code as the bench. Each helper reads a stored block's JSON as it may be
-(a hand-edited value of another type counts as not stated), and a summary window_summary wrote as
-before."""
+"""The flags of a window's telemetry summary (toolkit.bench.observe.window_summary's shape): the
+one rule `toolkit bench` and `toolkit measure` raise them by (window_flags: the observer calls it) and
+the one every reader of a stored record holds its stored flags to (checked_flags: the results readers'
+facts, `toolkit import`). Stated below the analysis package so the results readers run the same code as
+the bench. Each helper reads a stored block's JSON as it may be (a hand-edited value of another type
+counts as not stated), and a summary window_summary wrote as before. The flags (FLAG_HELP says each to
+a reader):
+
+- `gpu-shared`: a process other than the benchmark's ran compute on a GPU in the window (host
+  pids from KFD or NVML not in `own_pids`, with queues or SM use; without pids, more than
+  OWN_GPU_PROCS processes). Decided from the window alone: a tenant seen before the run is a run
+  note (baseline_notes), not a flag on later rows.
+- `gpu-memory-held`: another process held memory on a GPU in the window but ran nothing (milder:
+  the speed is the card's; free memory was less).
+- `sensor-implausible`: a sensor value outside its physical range (FIGURE_RANGES) was dropped.
+- `undersampled`: the sampler achieved under UNDERSAMPLED_SHARE of its rate around the window.
+- `sensor-dropped`: a GPU's read did not return (Sampler.read_timeout_s) by the window's end: the
+  GPU is not sampled from then on.
+- `throttled:<reason>`: NVIDIA sw-power-cap, hw-slowdown, sw-thermal, hw-thermal,
+  hw-power-brake; AMD any SMU14 bit but temp-hotspot (ppt0 = held at the power cap), in at least
+  THROTTLE_MIN_SHARE of the window's samples and THROTTLE_MIN_SAMPLES of them.
+- `clock-idle`: busy mean >= CLOCK_IDLE_BUSY_MIN_PCT while the median gfx clock <= CLOCK_IDLE_MAX_MHZ.
+- `power-not-stock`: the GPU's power state in the window is not stock (host.telemetry.not_stock_reasons).
+- `host-busy`: other processes' CPU > HOST_OTHER_CPU_CORES_MAX cores (plus the tick counts' noise
+  over the span read, tick_noise_cores) where the cores are oversubscribed, or steal > HOST_STEAL_MAX_PCT,
+  or CPU pressure some > HOST_PSI_SOME_MAX_PCT while others ran (_host_busy).
+- `energy-invalid:<reason>`: a GPU without a valid energy (reason code from ENERGY_REASONS)."""
 
 from __future__ import annotations
 
@@ -189,11 +209,11 @@ def _host_busy(host: Mapping[str, Any]) -> bool:
 
 
 def window_flags(summary: Mapping[str, Any], own_pids: Collection[int] | None = None) -> list[str]:
-    """Flags for one window's summary (analysis.telemetry.window_summary's shape; a list of names, in
-    a stable order; empty: nothing seen). The meaning of each: analysis.telemetry.flags' docstring and
-    FLAG_HELP. `own_pids`: the benchmark's own GPU processes (None: the summary's own `own_pids`, which
-    the observer stores; neither: unknown, then more than OWN_GPU_PROCS processes on a GPU count as
-    another tenant)."""
+    """Flags for one window's summary (bench.observe.window_summary's shape; a list of names, in a
+    stable order; empty: nothing seen): the one rule the observer stores them by and every reader of a
+    stored block re-derives them by (each: the module's docstring). `own_pids`: the benchmark's own
+    GPU processes (None: the summary's own `own_pids`, which the observer stores; neither: unknown, then
+    more than OWN_GPU_PROCS processes on a GPU count as another tenant)."""
     if own_pids is None and isinstance(summary.get("own_pids"), list):
         own_pids = _pid_set(summary["own_pids"])
     out: list[str] = []
@@ -359,7 +379,7 @@ def _sample_counts_problem(
 def _throttle_share_problem(g: Mapping[str, Any]) -> str | None:
     """Why GPU summary `g`'s throttle shares are not its throttle counts over its throttle_samples (the
     GPU's id left to the caller), None where they are or it states no counts (an older writer):
-    window_summary writes both from one count per reason (analysis.telemetry._throttle_counts:
+    window_summary writes both from one count per reason (bench.observe._throttle_counts:
     share = count / throttle_samples, the same reasons), so a reason with a share and no count, or a
     share that is not its count's (to 0.01: a copy rounded to two decimals), is no window's (a share of
     1.0 beside a count of 0 kept `throttled:hw-thermal`, held by the share alone)."""
@@ -479,7 +499,7 @@ def _vendor_problem(gpus: Mapping[str, Any], gpu_info: Any) -> str | None:
 HOST_AGREE_CORES = 0.05
 """How far (cores, plus 1 % of the busy cores) a host block's other processes' CPU may lie above its busy
 CPU less the toolkit's own (_host_share_problem): window_summary reads all three from one span of the same
-counters (analysis.telemetry._counter_span), so they agree to a float's rounding (the 89 real blocks of
+counters (bench.observe._counter_span), so they agree to a float's rounding (the 89 real blocks of
 tests/data, shared/cases and results/: 4e-16); this leaves room for a copy rounded to two decimals."""
 
 

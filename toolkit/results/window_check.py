@@ -1,7 +1,7 @@
 """A telemetry window's sampling figures held to its own length (telemetry_flags.figures_problem reads
 this, so an import leaves such a block out and a stored one is skipped, as round 27's counts are).
 
-window_summary (analysis/telemetry.py) reads each GPU's figures from `near`, the samples within
+window_summary (bench/observe.py) reads each GPU's figures from `near`, the samples within
 WINDOW_MARGIN_S of either edge of the window [t0, t1] (a test's, a measured command's or a served
 phase's window), so every figure of sampling lies in a span of at most
 duration_s + 2 x WINDOW_MARGIN_S seconds:
@@ -20,7 +20,7 @@ duration_s + 2 x WINDOW_MARGIN_S seconds:
   the host's (rates read once over the window) at most 1 each; held to its samples or 1.
 - the host's `loadavg_1m_max` (the largest /proc/loadavg 1-minute figure inside the window: a mean of
   runnable task counts) >= 0 and finite; its `max_gap_s` from 0 to the span of its read, which may be
-  widened back to HOST_MIN_WINDOW_S (analysis/telemetry.py).
+  widened back to HOST_MIN_WINDOW_S (bench/observe.py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ HOST_MIN_WINDOW_S = 1.0
 """Host load is read over at least this many seconds ending at the window's end: /proc/stat counts in
 USER_HZ ticks (10 ms), so a rate over a window of a few ms is noise (a 20-ms decode test read -1.97
 "other" cores); contention is a slow condition, and the summary says which span it read (host_window_s).
-analysis/telemetry.py's window_summary takes it from here."""
+bench/observe.py's window_summary takes it from here."""
 
 
 def outside(v: Any, lo: float, hi: float) -> bool:
@@ -64,7 +64,7 @@ def _implausible_problem(counts: Any, most: float) -> str | None:
     """Why `implausible` (window_summary: {sensor key: readings of it dropped as outside PLAUSIBLE}) cannot
     be a window's, None if it can: each count a whole number from 0 to `most`, the readings that window
     read (a GPU's: each of its `samples` inside the window drops a key at most once, energy.plausible; the
-    host's: each derived rate, psi_some_pct and steal_pct, once (analysis/telemetry._in_range), so at most
+    host's: each derived rate, psi_some_pct and steal_pct, once (bench/observe._in_range), so at most
     its samples or 1)."""
     for key, c in counts.items() if isinstance(counts, Mapping) else ():
         n = finite_number(c)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from toolkit.bench.observe import kernel_fault
+from toolkit.bench.observe import kernel_fault, merge_flags
 from toolkit.bench.runners.base import (
     Case,
     Outcome,
@@ -48,7 +48,6 @@ from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
-from toolkit.results.telemetry_check import merge_flags
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench

@@ -17,8 +17,8 @@ hardware or the driver does not give is None, never an exception):
 Integration (for `toolkit bench`): before the run `power_state()` of each GPU and
 `not_stock_reasons()` for an up-front warning; `KernelLog()`; then
 `with Sampler([HostSource(own), *(open_source(g) for g in discover_gpus())], trace_path=...) as s:`
-around the benchmark; afterwards `toolkit.analysis.telemetry.window_summary(s.samples, t0, t1, tokens)`
-per test window, `flags(summary, ...)`, and `KernelLog.read()`.
+around the benchmark; afterwards `toolkit.bench.observe.window_summary(s.samples, t0, t1, tokens)`
+per test window, `results.telemetry_flags.window_flags(summary, ...)`, and `KernelLog.read()`.
 
 Every sample carries `t` (wall time, time.time(), seconds: the midpoint of the read), `source` (the
 source id) and `read_ms` (how long the read took). GPU samples also carry `vendor` ("amd" | "nvidia").

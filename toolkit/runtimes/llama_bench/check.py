@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from difflib import get_close_matches
 from typing import Any
 
-from toolkit.core import backends, jsonsafe
+from toolkit.core import backends
+from toolkit.core.stats import finite_number
 from toolkit.core.text import one_line
 from toolkit.core.types import INT64, MAX_THREADS, MAX_TOKENS, MAX_TOKENS_PER_S, MIN_TOKEN_S, MIN_TOKENS_PER_S
 
@@ -137,6 +138,45 @@ def row_seconds(raw: dict[str, Any], repetitions: int) -> float:
     return s if math.isfinite(s) else 0.0
 
 
+UNTIMED_SHARE_MAX = 0.05
+UNTIMED_SLACK_S = 0.1
+"""A test window longer than its timed repetitions (sum of samples_ns) by more than UNTIMED_SHARE_MAX
+of them plus UNTIMED_SLACK_S (one sampler period at 10 Hz) holds work llama-bench does not time, and
+its energy is not the test's (`window_holds_untimed_work`). Measured on the H200 (2026-12-02, llama.cpp
+0c1e57098, synthetic Qwen3-30B-A3B Q4_0): at depth 0 the window is 1.00x the timed time; at n_depth
+4096-32768 it is 1.11-1.67x (tg128) and 1.9-5.0x (pp512): between repetitions llama-bench restores the
+cached depth state (`depth run i/R (cached)`), untimed, inside the window."""
+
+
+def positive_samples(v: Any) -> list[float] | None:
+    """A list of positive finite JSON numbers (a row's samples_ns or samples_ts), else None."""
+    if not isinstance(v, list) or not v:
+        return None
+    xs = [x for x in map(finite_number, v) if x is not None and x > 0]
+    return xs if len(xs) == len(v) else None
+
+
+def timed_s(samples_ns: Any) -> float | None:
+    """The timed seconds of a test's repetitions (llama-bench's samples_ns summed), None where they are
+    not a list of positive finite numbers."""
+    ns = positive_samples(samples_ns)
+    return sum(ns) * 1e-9 if ns else None
+
+
+def holds_untimed_work(window_s: Any, samples_ns: Any) -> bool:
+    """Whether a test window of `window_s` seconds is longer than its timed repetitions (timed_s) by more
+    than UNTIMED_SHARE_MAX of them plus UNTIMED_SLACK_S: work llama-bench does not time is inside it (its
+    cached depth restores between repetitions, at n_depth > 0). The one rule of the observer (bench.observe),
+    which then gives the window no energy, and of results.telemetry_check.energy_rule, which holds a
+    stored block to it."""
+    timed, window = timed_s(samples_ns), finite_number(window_s)
+    return (
+        timed is not None
+        and window is not None
+        and window > timed * (1 + UNTIMED_SHARE_MAX) + UNTIMED_SLACK_S
+    )
+
+
 def _json_number(v: Any) -> float | None:
     """A JSON number (int or float, never a bool or text) as a float, None beyond a float's range."""
     return as_float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
@@ -177,12 +217,19 @@ def _samples_kind(name: str, v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return None
     if type(v) is not list:
-        return f"{name} is {jsonsafe.value_kind(v) if isinstance(v, dict) else _short(v)}: expected a list of numbers"
+        return f"{name} is {value_kind(v) if isinstance(v, dict) else _short(v)}: expected a list of numbers"
     for i, x in enumerate(v):
         if type(x) not in (int, float):
-            shown = jsonsafe.value_kind(x) if isinstance(x, (dict, list)) else repr(x)[:24]
+            shown = value_kind(x) if isinstance(x, (dict, list)) else repr(x)[:24]
             return f"{name}[{i}] is {shown}: expected a number"
     return None
+
+
+def value_kind(v: Any) -> str:
+    """What a JSON value is, for a message: null, an object, a list, else its type's name (int, str...)."""
+    if v is None:
+        return "null"
+    return "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else type(v).__name__
 
 
 def _short(v: Any) -> str:
@@ -338,7 +385,7 @@ def _time_of_test(v: Any) -> str | None:
     if v is None or v == "":
         return None
     if not isinstance(v, str):
-        return f"test_time is {jsonsafe.value_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
+        return f"test_time is {value_kind(v)}: expected ISO 8601 text such as 2025-01-31T12:00:00Z"
     dt = parse_test_time(v)
     if dt is None:
         return f"test_time is {v[:40]!r}: not a time (llama-bench writes ISO 8601, e.g. 2025-01-31T12:00:00Z)"
@@ -427,9 +474,9 @@ def _field_types(fields: dict[str, Any]) -> str | None:
             if t is int and not INT64[0] <= v <= (UINT64_MAX if name in UINT64_FIELDS else INT64[1]):
                 return f"{name} is {_short(v)}: out of range (a 64-bit integer)"
             if not isinstance(v, _TEXT_TYPES):
-                return f"{name} is {jsonsafe.value_kind(v)}: expected a whole number"
+                return f"{name} is {value_kind(v)}: expected a whole number"
         elif name in STRING_FIELDS and not isinstance(v, _TEXT_TYPES):
-            return f"{name} is {jsonsafe.value_kind(v)}: expected text"
+            return f"{name} is {value_kind(v)}: expected text"
         elif name in FLOAT_FIELDS and isinstance(v, int) and not INT64[0] <= v <= UINT64_MAX:
             return f"{name} is {_short(v)}: out of range (no measurement)"
     return None

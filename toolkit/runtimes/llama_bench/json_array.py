@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from toolkit.core import jsonsafe
+from toolkit.runtimes.llama_bench.check import value_kind
 from toolkit.runtimes.llama_bench.source_row import SourceRow
 
 
@@ -80,7 +81,7 @@ def iter_json_array(
             yield SourceRow(line, obj, "json", problem=key_twice(text, obj, line))
         elif skipped is not None:
             skipped.append(
-                f"line {line}: an element of the array that is not a JSON object ({jsonsafe.value_kind(obj)}) left out"
+                f"line {line}: an element of the array that is not a JSON object ({value_kind(obj)}) left out"
             )
 
 

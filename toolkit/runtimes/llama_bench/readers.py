@@ -37,6 +37,7 @@ from toolkit.runtimes.llama_bench.check import (
     STRING_FIELDS,
     as_float,
     as_int,
+    value_kind,
 )
 from toolkit.runtimes.llama_bench.json_array import iter_json_array as iter_json_array
 from toolkit.runtimes.llama_bench.json_array import key_twice as key_twice
@@ -155,7 +156,7 @@ def not_a_record(line: str) -> str | None:
         value = jsonsafe.parse(line)
     except jsonsafe.JsonProblem:
         return None
-    return f"JSON that is not an object ({jsonsafe.value_kind(value)}): left out"
+    return f"JSON that is not an object ({value_kind(value)}): left out"
 
 
 def _record_after_text(line: str, at: int) -> str | None:
