@@ -54,15 +54,17 @@ def test_auto_picks_podman_only_where_docker_is_absent(monkeypatch):
     assert engine.engine_name() == "docker"
 
 
-def test_cli_engine_option_sets_the_environment(monkeypatch, tmp_path):
+def test_cli_engine_option_sets_the_environment_for_its_invocation_only(monkeypatch, project):
     from click.testing import CliRunner
 
     from toolkit.cli.main import cli
 
-    monkeypatch.setenv("TOOLKIT_ENGINE", "auto")  # recorded: monkeypatch restores what the CLI sets
-    res = CliRunner().invoke(cli, ["--engine", "podman", "render", "--matrix", str(tmp_path / "none.yaml")])
-    assert os.environ.get("TOOLKIT_ENGINE") == "podman"
-    assert res.exit_code != 0  # the matrix is missing; the option itself was accepted
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("TOOLKIT_ENGINE", "auto")
+    res = CliRunner().invoke(cli, ["--engine", "podman", "bench", "-i", "cpu", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "(sweep): podman run " in res.output  # the engine module read it while the command ran
+    assert os.environ.get("TOOLKIT_ENGINE") == "auto"  # the next invocation of this process: its own
     res = CliRunner().invoke(cli, ["--engine", "lxc", "doctor"])
     assert res.exit_code == 2 and "'lxc' is not one of 'docker', 'podman', 'auto'" in res.output
 

@@ -27,7 +27,6 @@ imported results the newest digest filed under that name), or an image digest / 
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +48,7 @@ from toolkit.analysis.tables import (
     varying_columns,
 )
 from toolkit.core.errors import BadInput
-from toolkit.core.text import one_line
+from toolkit.core.text import one_line, shell_word
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.index import digest_matches
@@ -254,7 +253,7 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: 
         if measured
         else "no image has results here"
     )
-    at = f" --results {shlex.quote(results)}" if results else ""
+    at = f" --results {shell_word(results)}" if results else ""
     if (build := store.latest_build(ref)) is not None:
         return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench{at} -i {ref}` ({have})"
     if typo:  # a typo of a measured name is not an image to build (`toolkit build -i cpuu` was offered)
@@ -298,7 +297,7 @@ def _same_records_error(
     said), or B from --against DIR a copy of A's (its export?): the runs A can be instead. The commands it
     suggests read the folder as typed (`results`: --results, None where it was not given)."""
     runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
-    cmd = f"toolkit compare{f' --results {shlex.quote(results)}' if results else ''}"
+    cmd = f"toolkit compare{f' --results {shell_word(results)}' if results else ''}"
     fix = f"name two runs, e.g. `{cmd} RUN_A RUN_B`"
     if b_store is not None and b_store.root.resolve() != store.root.resolve():
         fix = f"B, read from --against {b_store.root}, is a copy of that run (its export?): name another run as A"
@@ -307,7 +306,7 @@ def _same_records_error(
         mine = [h for h in resultindex.runs_newest_first(every) if h.image.name == a.ref]  # newest first
         builds = list(dict.fromkeys(_digest_ref(h.image.digest, every) for h in mine))
         ids = [h.run_id for h in mine]
-        two = [f"`{cmd} {' '.join(map(shlex.quote, x[1::-1]))}`" if x[1:] else "" for x in (builds, ids)]
+        two = [f"`{cmd} {' '.join(map(shell_word, x[1::-1]))}`" if x[1:] else "" for x in (builds, ids)]
         fix = (
             f"both name image {a.ref}, which means its newest build; to compare two builds of it, give their "
             f"digests (a prefix), {two[0] or 'once a second has results'} (its builds with results here, newest "

@@ -5,11 +5,11 @@ one. The report says so in one line, naming the run and how to show it (`--run I
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable
 
 from toolkit.analysis.facts import telemetry_flags
 from toolkit.analysis.tables import row_label, select_for_report
+from toolkit.core.text import shell_word
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore
@@ -59,7 +59,7 @@ def hidden_note(
     flags = sorted({f for r in shown for f in telemetry_flags(r)})
     runs = "; ".join(f"run {rid} ({', '.join(dict.fromkeys(tests))})" for rid, tests in hidden.items())
     first = next(iter(hidden))
-    folder = f" --results {shlex.quote(results)}" if results else ""
+    folder = f" --results {shell_word(results)}" if results else ""
     return (
         f"newest run per test: cells shown flagged {', '.join(flags)} hide an older measurement without "
         f"that flag: {runs}; `toolkit report{folder} --run {first}` shows it"

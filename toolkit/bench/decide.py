@@ -29,7 +29,7 @@ from toolkit.core.errors import BadInput
 from toolkit.host import devices
 from toolkit.host.info import env_choice_note
 from toolkit.matrix.api import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
-from toolkit.models.tiny import ensure_model_file
+from toolkit.models.tiny import ensure_model_file, namesake_refusal
 from toolkit.results.records import ResultStore
 
 
@@ -101,7 +101,8 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
         path = path.resolve() if path.is_symlink() else path
         if not path.exists():
             if model.generate:
-                return ""
+                why = namesake_refusal(path, model.generate)
+                return f"a real run refuses this model: {why}" if why else ""
             fetch = (
                 f"; `{invocation.command('fetch-model', model.name)}` fetches it"
                 if model.hf

@@ -48,7 +48,7 @@ from toolkit.core import invocation, jsonsafe
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
-from toolkit.core.text import path_text
+from toolkit.core.text import path_text, shell_word
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
@@ -392,7 +392,7 @@ def job_script(c: Campaign, s: Slice) -> str:
         f"# toolkit campaign {c.id}, slice {s.index}: {s.image} x {s.model} on host {s.host}",
         f"# Pulls {path_text(s.pull)} (image ID {s.image_id}), then runs `toolkit bench` for this slice,",
         f"# writing only under {path_text(Path(c.results) / 'hosts' / s.host)}/. Re-run by hand: sbatch "
-        + shlex.quote(path_text(s.script)),
+        + shell_word(str(s.script)),
     ]
     own, users = sbatch_directives(c, s)
     lines += [_sbatch_line(d) for d in own] + [_sbatch_line(d, verbatim=True) for d in users]

@@ -571,11 +571,13 @@ def _model_file(lm, spec, twin: bool) -> Path:
 
 def _fetch_plan(lm, spec, twin: bool) -> str:
     """fetch-model --dry-run's line for `spec`: what would be generated or downloaded (nothing is)."""
+    from toolkit.models.tiny import namesake_refusal
+
     path = _model_file(lm, spec, twin)
     if path.exists():
         return f"{path} present (dry run: its sha256 is checked only by a real fetch)"
     if spec.generate:
-        return f"would generate {path} ({spec.generate})"
+        return namesake_refusal(path, spec.generate) or f"would generate {path} ({spec.generate})"
     if spec.hf is None:
         return f"{path} is absent and no `hf:` repo is given to fetch it from"
     what = "read the GGUF header of" if twin else "download"

@@ -8,7 +8,6 @@ import errno
 import json
 import math
 import os
-import shlex
 import shutil
 import stat
 import sys
@@ -22,7 +21,7 @@ import click
 from toolkit import __version__
 from toolkit.core import invocation, signals
 from toolkit.core.errors import BadInput, FileSystemError, ToolkitError, symlink_loop
-from toolkit.core.text import path_text, strip_controls
+from toolkit.core.text import path_text, shell_word, strip_controls
 
 
 def terminal_safe(text: str) -> str:
@@ -399,7 +398,9 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders.
     An option of metavar FILE given a folder (one that exists, or any path ending in `/`) is bad input
     too: never a file named like the folder; so is an empty path (`-o ''`: a script's unset variable,
-    which would read as the option left out)."""
+    which would read as the option left out). A `..` is read as the OS reads it, never by the path's
+    text (`sub/../x.md` with no folder `sub` is refused as the shell's `>` refuses it; it wrote ./x.md),
+    and a path whose `..` follows a link is returned with its folder resolved (where the OS puts it)."""
     _refuse_empty(value)
     named_folder = value and (value.endswith(("/", os.sep)) or os.path.basename(value) in (".", ".."))
     if param.metavar == "FILE" and value and (named_folder or os.path.isdir(value)):
@@ -408,7 +409,8 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
             f"{path_text(value)} {what}; {param.opts[0]} names the FILE to write: give a file's path "
             f"(e.g. {path_text(os.path.join(value, 'NAME'))}); nothing was written"
         )
-    parent = (os.path.dirname(os.path.normpath(value)) if value else "") or "."
+    trimmed = (value.rstrip("/" + os.sep) or os.sep) if value else ""  # a DIR's `out/` is `out`
+    parent = os.path.dirname(trimmed) or "."  # as the OS reads it: `sub/..` needs `sub`, a folder
     try:
         what = "" if stat.S_ISDIR(os.stat(parent).st_mode) else "is a file, not a folder; check the path"
     except FileNotFoundError:
@@ -421,6 +423,9 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
         raise click.BadParameter(
             f"{path_text(value)}: the folder {path_text(parent)} {what}; nothing was written"
         )
+    real = os.path.realpath(parent)  # what is written resolves `..` by text: after a link, not the OS's
+    if value and ".." in Path(value).parts and real != os.path.realpath(os.path.normpath(parent)):
+        return os.path.join(real, os.path.basename(trimmed))
     return value
 
 
@@ -436,7 +441,7 @@ def _missing_folder(parent: str) -> str:
         return ""
     if parent == "~" or parent.startswith("~/"):
         return "does not exist: a quoted `~` is not your home folder; write the path without quotes, or with $HOME"
-    return f"does not exist; check the path, or create the folder first (mkdir -p {shlex.quote(path_text(parent))})"
+    return f"does not exist; check the path, or create the folder first (mkdir -p {shell_word(parent)})"
 
 
 def percent_option(name: str, default: float, help: str):

@@ -93,10 +93,24 @@ def cli(engine):
     bench` (or TOOLKIT_ENGINE=podman).
 
     """
-    invocation.start(engine)  # the options a suggested command carries (invocation.command), until the end
-    click.get_current_context().call_on_close(lambda: invocation.start(None))
-    if engine:  # the engine module reads it; child processes (campaigns) inherit it
+    ctx = click.get_current_context()
+    chosen = engine or os.environ.get("TOOLKIT_ENGINE", "").strip().lower()
+    # one rule, either form: a suggested command names the engine the user chose (invocation.command)
+    invocation.start(chosen if chosen in ("docker", "podman", "auto") else None)
+    ctx.call_on_close(lambda: invocation.start(None))
+    if engine:  # for this invocation: the engine module reads it, child processes (campaigns) inherit it
+        before = os.environ.get("TOOLKIT_ENGINE")
         os.environ["TOOLKIT_ENGINE"] = engine
+        ctx.call_on_close(lambda: _restore_env("TOOLKIT_ENGINE", before))
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    """Environment variable `name` set back to `value` (None: unset) once an invocation ends: a later
+    invocation in the same process (tests, a campaign's steps) is not run with this one's --engine."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 class _ClosedStream(io.TextIOBase):

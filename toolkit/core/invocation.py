@@ -1,15 +1,17 @@
 """The toolkit command a message tells the user to run next (`command`), carrying the options of this
-invocation that change what that command does: the global --engine where given, --matrix where it is
-not the default matrix.yaml, --results where it is not results/ beside the matrix. A hint without them
-looped: `bench --matrix small.yaml` said "stale: run `toolkit build -i cpu`", which built from
-matrix.yaml, and the bench was stale again (nc45 stumble 1). The CLI notes the options as it parses
-them (`start`, `note`); the layers below only render. Prints nothing.
+invocation that change what that command does: the engine the user chose (the global --engine, else
+$TOOLKIT_ENGINE: either form, the same hint), --matrix where it is not the default matrix.yaml,
+--results where it is not results/ beside the matrix. A hint without them looped: `bench --matrix
+small.yaml` said "stale: run `toolkit build -i cpu`", which built from matrix.yaml, and the bench was
+stale again (nc45 stumble 1). The CLI notes the options as it parses them (`start`, `note`); the
+layers below only render. Prints nothing.
 """
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
+
+from toolkit.core.text import shell_word
 
 _GIVEN: dict[str, str] = {}
 
@@ -30,7 +32,8 @@ against the commands' own options); a command not listed takes neither."""
 
 def start(engine: str | None) -> None:
     """Forget the last invocation's options (one process may run several: tests, a campaign) and note
-    the global --engine, None where not given."""
+    the engine the user chose (docker, podman or auto: the global --engine, else $TOOLKIT_ENGINE, as
+    the CLI reads them), None where neither chose one."""
     _GIVEN.clear()
     if engine:
         _GIVEN["engine"] = engine
@@ -44,11 +47,12 @@ def note(option: str, value: str | None) -> None:
 
 def command(name: str, *args: str, matrix: Path | None = None, results: Path | None = None) -> str:
     """`toolkit [--engine E] NAME [--matrix M] [--results R] ARGS...`: the command line to suggest,
-    quoted for a POSIX shell (paths with spaces), without backticks. `name` is the subcommand
-    ("build", "fetch-model"); `args` its own further arguments ("-i", "cpu"), in order. `matrix` and
-    `results`: the matrix file and results folder the caller works on (LoadedMatrix.path,
-    ResultStore.root), else those given on the command line; each is left out where it is the default
-    (matrix.yaml of the working folder; results/ beside the matrix)."""
+    quoted for a POSIX shell (text.shell_word: a path with spaces or a control character pastes as
+    itself), without backticks. `name` is the subcommand ("build", "fetch-model"); `args` its own
+    further arguments ("-i", "cpu"), in order. `matrix` and `results`: the matrix file and results
+    folder the caller works on (LoadedMatrix.path, ResultStore.root), else those given on the command
+    line; each is left out where it is the default (matrix.yaml of the working folder; results/
+    beside the matrix)."""
     words = ["toolkit"]
     if "engine" in _GIVEN:
         words += ["--engine", _GIVEN["engine"]]
@@ -65,4 +69,4 @@ def command(name: str, *args: str, matrix: Path | None = None, results: Path | N
         words += ["--matrix", str(matrix)]
     if results is not None and "results" in takes:
         words += ["--results", str(results)]
-    return " ".join(shlex.quote(w) for w in [*words, *args])
+    return " ".join(shell_word(w) for w in [*words, *args])

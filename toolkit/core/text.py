@@ -6,6 +6,7 @@ shown: a terminal (`strip_controls`), a markdown table or heading (`md_text`), a
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -85,6 +86,33 @@ def path_text(path: object) -> str:
     return _PATH_UNPRINTABLE.sub(
         lambda m: m.group(0).encode("unicode_escape", "backslashreplace").decode("ascii"), text
     )
+
+
+_SHELL_UNSAFE = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}\ud800-\udfff]")
+_SHELL_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+def shell_word(word: str) -> str:
+    """`word` as one word of a command line to paste (a suggested command's path) that a POSIX shell
+    reads back as `word`, with nothing a terminal would act on: shlex.quote where it holds no control
+    character; else ANSI-C quoting (`$'a\\nb'`: bash, zsh, ksh, POSIX.1-2024 sh), each C0 or C1
+    control, DEL, bidi control (strip_controls would drop them) and undecodable byte (os.fsdecode's
+    lone surrogate) written as its escape (`\\n`, `\\t`, `\\r`, else `\\xHH` per UTF-8 byte).
+    shlex.quote alone kept an ESC raw, the terminal printer then stripped it: the path pasted was
+    another one."""
+    if _SHELL_UNSAFE.search(word) is None:
+        return shlex.quote(word)
+    return "$'" + "".join(_shell_char(c) for c in word) + "'"
+
+
+def _shell_char(c: str) -> str:
+    """One character of shell_word's `$'...'`: as it is, backslash-escaped, or its bytes as `\\xHH`."""
+    if c in _SHELL_ESCAPES:
+        return _SHELL_ESCAPES[c]
+    if _SHELL_UNSAFE.match(c) is None:
+        return c
+    raw = c.encode("utf-8", "surrogateescape" if "\udc80" <= c <= "\udcff" else "surrogatepass")
+    return "".join(f"\\x{b:02x}" for b in raw)
 
 
 def strip_controls(text: str) -> str:

@@ -2,10 +2,10 @@
 (`podman system service`, started here when its socket does not answer).
 
 Which engine: `engine_name()` — the global `toolkit --engine` option, which sets $TOOLKIT_ENGINE
-(docker | podman | auto), else auto: Docker where DOCKER_HOST is set or a Docker engine is installed
-(its socket or `dockerd`), else Podman where `podman` is on PATH, else Docker (whose error then says
-how to choose Podman). Rootful Podman (root) and rootless Podman (any other user) are two engines:
-separate image stores, separate sockets, separate `engine_id()`s.
+(docker | podman | auto) for its own invocation, else auto: Docker where DOCKER_HOST is set or a
+Docker engine is installed (its socket or `dockerd`), else Podman where `podman` is on PATH, else
+Docker (whose error then says how to choose Podman). Rootful Podman (root) and rootless Podman (any
+other user) are two engines: separate image stores, separate sockets, separate `engine_id()`s.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.core.errors import BadInput
+from toolkit.core.text import path_text
 
 if TYPE_CHECKING:  # numpy and gguf (~0.1 s of imports) load only when a model is generated
     from collections.abc import Iterator
@@ -255,11 +256,15 @@ def _ones(n: int) -> np.ndarray:
 def ensure_model_file(path: Path | str, generate: str | None) -> Path:
     """Return `path` if it exists; create it when `generate` names a generator; else raise BadInput.
 
-    `generate` is None or one of GENERATOR_NAMES ("tiny-qwen3moe").
+    `generate` is None or one of GENERATOR_NAMES ("tiny-qwen3moe"). BadInput too, nothing generated,
+    where `path` is a typo of one that exists (namesake_refusal: a typo of the stand-in's path made a
+    second stand-in without a word).
     """
     path = Path(path)
     if path.exists():
         return path
+    if generate is not None and (why := namesake_refusal(path, generate)):
+        raise BadInput(why)
     if generate == "tiny-qwen3moe":
         return generate_tiny_qwen3moe(path)
     if generate == "tiny-qwen3moe-hf":  # a Hugging Face-format directory, for the vLLM runner
@@ -274,6 +279,50 @@ def ensure_model_file(path: Path | str, generate: str | None) -> Path:
         f"model file {path} does not exist; download it there (e.g. with huggingface-cli download), "
         f"fix the path, or set `generate: tiny-qwen3moe` to create a tiny random-weight smoke-test model"
     )
+
+
+def namesake_refusal(path: Path, generate: str) -> str | None:
+    """Why a stand-in (`generate`) is not generated at the absent `path`: a typo of a path that
+    exists (near_namesake), where that path is a stand-in of the same bytes (same_stand_in: a
+    file's own name mistyped) or the typo is in a folder above it; None otherwise (`tiny-gen.gguf`
+    beside another seed's `tiny-b.gguf` is generated)."""
+    near = near_namesake(path)
+    if near is None or (near.parent == path.parent and not same_stand_in(near, generate)):
+        return None
+    return (
+        f"{path_text(path)} is absent and would be generated (`generate: {generate}`), but "
+        f"{path_text(near)} exists: a typo of the model's path? fix the path (a stand-in is not "
+        "generated again at a near namesake of one that exists)"
+    )
+
+
+def near_namesake(path: Path) -> Path | None:
+    """The existing path `path` would be with its first missing part (the file, or a folder above it)
+    replaced by a near namesake beside it (difflib ratio 0.8 and over): `models/tiny-qwen3moe.gguf`
+    for `models/tiny-qwen3mo.gguf` or `modles/tiny-qwen3moe.gguf`; None where there is none or
+    `path` exists. Dot-files are left out. Reads one folder."""
+    import difflib
+
+    missing, rest = Path(path), list[str]()
+    while not missing.parent.exists() and missing.parent != missing:
+        missing, rest = missing.parent, [missing.name, *rest]
+    try:
+        names = [p.name for p in missing.parent.iterdir() if not p.name.startswith(".")]
+    except OSError:
+        return None
+    for near in difflib.get_close_matches(missing.name, names, n=3, cutoff=0.8):
+        if near != missing.name and (found := missing.parent.joinpath(near, *rest)).exists():
+            return found
+    return None
+
+
+def same_stand_in(path: Path, generate: str) -> bool:
+    """Whether the file `path` holds the bytes generator `generate` writes (generated into a
+    temporary folder and compared; a Hugging Face folder's generator is never compared: False)."""
+    if generate != "tiny-qwen3moe" or not path.is_file():
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        return sha256_file(path) == sha256_file(generate_tiny_qwen3moe(Path(tmp) / path.name))
 
 
 def sha256_file(path: Path | str) -> str:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import code, counted, md_line, md_prose, md_text, strip_controls
@@ -173,7 +173,11 @@ def describe_run(
     digests = list(dict.fromkeys(r.image.digest for r in recs))
     builds = [b for b in store.builds() if b.digest in digests]
     notes: list[str] = []
-    images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes) for d in digests]
+    where = {
+        "matrix": Path(lm.path) if lm else None,
+        "results": store.root,
+    }  # the push hint's --matrix/--results
+    images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes, where) for d in digests]
     notes += [
         f"image {n!r}: no image digest recorded: reproduce cannot pull or check the image it ran"
         for n in dict.fromkeys(r.image.name for r in recs if not r.image.digest)
@@ -230,11 +234,13 @@ def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
 
 
 def _published_image(
-    recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str]
+    recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str], where: dict[str, Any]
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
-    appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no image)."""
+    appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no
+    image), its `toolkit push` rendered by invocation.command with `where`'s matrix and results."""
     first = next(r for r in recs if r.image.digest == digest)
+    push = invocation.command("push", "--image", first.image.name, **where)
     last = mine[-1] if mine else None
     repo = merged(*(b.repo_digests for b in mine), first.image.repo_digests)
     if imported(digest):  # no image at all: neither a push nor --rebuild can give reproduce one
@@ -246,13 +252,13 @@ def _published_image(
     elif not engine.pullable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
-            f"(or run `toolkit push --image {first.image.name}` and export again)"
+            f"(or run `{push}` and export again)"
         )
     elif not reachable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
             "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
-            f"(or `toolkit push --image {first.image.name}` to a registry others reach, and export again)"
+            f"(or `{push}` to a registry others reach, and export again)"
         )
     return PublishedImage(
         name=first.image.name,

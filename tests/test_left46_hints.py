@@ -1,0 +1,155 @@
+"""left46: the suggested commands (core.invocation.command) and the written paths as the user chose them.
+
+1. The engine a hint names is the one the user chose, as `--engine` or as $TOOLKIT_ENGINE (the
+   environment form lost it); `--engine` holds for its own invocation only.
+2. A path with a control character is quoted so that pasting the hint names that path (ANSI-C
+   `$'...'`), and nothing a terminal acts on is printed (core.text.shell_word).
+3. A written path's `..` is read as the OS reads it (cli/common.output_parent): through a missing
+   folder or a file it is refused (exit 4), through a link it lands where the shell would write.
+4. export-run's "never pushed" note names the --matrix and --results it was given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from tests.support.project import cpu_project
+from tests.support.runs import bench_records, tk
+from toolkit.cli.main import cli
+from toolkit.core import invocation
+from toolkit.core.text import strip_controls
+from toolkit.results.records import ResultStore
+
+
+def _not_built_hint(output: str) -> str:
+    """The command `bench --dry-run` suggests for the unbuilt cpu image."""
+    line = next(ln for ln in output.splitlines() if ln.startswith("cpu: note:") and "build" in ln)
+    return line.split("`")[1]
+
+
+@pytest.mark.parametrize("form", ["option", "environment"])
+def test_a_hint_names_the_engine_chosen_in_either_form(project, monkeypatch, form):
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("TOOLKIT_ENGINE", raising=False)
+    head = ["--engine", "podman"] if form == "option" else []
+    env = {"TOOLKIT_ENGINE": "podman"} if form == "environment" else {}
+    res = CliRunner().invoke(cli, [*head, "bench", "-i", "cpu", "--dry-run"], env=env)
+    assert res.exit_code == 0, res.output
+    assert _not_built_hint(res.output) == "toolkit --engine podman build -i cpu"
+
+
+def test_an_engine_option_reaches_neither_the_next_invocation_nor_its_hints(project, monkeypatch):
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("TOOLKIT_ENGINE", raising=False)
+    CliRunner().invoke(cli, ["--engine", "podman", "bench", "-i", "cpu", "--dry-run"])
+    assert "TOOLKIT_ENGINE" not in os.environ
+    res = CliRunner().invoke(cli, ["bench", "-i", "cpu", "--dry-run"])
+    assert _not_built_hint(res.output) == "toolkit build -i cpu"
+    assert invocation.command("build") == "toolkit build"  # nothing left noted after the invocation
+
+
+NAMES = ["res\x1b[31mX", "a\nb", "t\tab", "bidi\u202eq", "c1\x85", "byte\udcff", "it's \\ here"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shell_word_pastes_as_the_same_path_and_holds_nothing_a_terminal_acts_on(name):
+    from toolkit.core.text import shell_word
+
+    word = shell_word(name)
+    assert strip_controls(word) == word and word.isprintable()
+    said = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
+    assert said == os.fsencode(name)
+
+
+def test_a_hint_naming_a_results_folder_with_an_escape_names_that_folder(project, monkeypatch):
+    monkeypatch.chdir(project)
+    res = CliRunner().invoke(cli, ["bench", "-i", "cpu", "--dry-run", "--results", "res\x1b[31mX"])
+    assert res.exit_code == 0, res.output
+    hint = _not_built_hint(res.output)
+    assert hint == "toolkit build --results $'res\\x1b[31mX' -i cpu"  # was 'resX': another folder
+    assert "\x1b" not in res.output
+
+
+def test_a_missing_folders_mkdir_names_a_folder_with_an_escape_faithfully(tmp_path):
+    res = tk(tmp_path, "measure", "--gpu", "none", "-o", "new\x1bdir/m.jsonl", "--", "true")
+    assert res.returncode == 4, res.stderr
+    assert "(mkdir -p $'new\\x1bdir')" in res.stderr and "\x1b" not in res.stderr, res.stderr
+
+
+# ------------------------------------------------------------------- 3. a written path's `..`
+
+
+@pytest.mark.parametrize(("make", "why"), [(None, "does not exist"), ("file", "lies under a file")])
+def test_an_output_through_a_missing_or_file_folder_and_dotdot_is_refused_as_the_shell_refuses(
+    tmp_path, make, why
+):
+    if make == "file":
+        (tmp_path / "sub").write_text("")
+    res = tk(tmp_path, "measure", "--gpu", "none", "-o", "sub/../m.jsonl", "--", "true")
+    assert res.returncode == 4, res.stderr
+    assert "'--output'" in res.stderr and f"the folder sub/.. {why}" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "m.jsonl").exists()  # was written here
+
+
+def test_an_output_through_a_link_and_dotdot_lands_where_the_os_puts_it(tmp_path):
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to("real/deep")
+    res = tk(tmp_path, "measure", "--gpu", "none", "-o", "lnk/../m.jsonl", "--", "true")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "real" / "m.jsonl").is_file() and not (tmp_path / "m.jsonl").exists()
+
+
+# ------------------------------------------------------------------- 4. export-run's push note
+
+
+def test_export_runs_push_note_carries_the_matrix_and_results_it_was_given(tmp_path, matrix_data):
+    proj = tmp_path / "proj"
+    cpu_project(proj, matrix_data)
+    shutil.copy(proj / "matrix.yaml", proj / "small.yaml")
+    store = ResultStore(proj / "res2")
+    for r in bench_records("run-p"):
+        store.add_result(r)
+    out = tmp_path / "out"
+    args = ["--matrix", str(proj / "small.yaml"), "--results", str(proj / "res2"), "run-p", "-o", str(out)]
+    res = CliRunner().invoke(cli, ["export-run", *args])
+    assert res.exit_code == 0, res.output
+    push = (
+        "`toolkit push --matrix small.yaml --results res2 --image cpu`"  # the project's paths, as published
+    )
+    assert push in res.output
+    assert any(push in n for n in json.loads((out / "run.json").read_text())["notes"])
+
+
+# ------------------------------------------------------------------- 5. a typo'd stand-in's path
+
+
+@pytest.mark.parametrize("typo", ["models/tiny-qwen3mo.gguf", "modles/tiny-qwen3moe.gguf"])
+def test_a_typo_of_the_stand_ins_path_generates_no_second_model(project, monkeypatch, typo):
+    monkeypatch.chdir(project)
+    assert CliRunner().invoke(cli, ["fetch-model", "tiny-qwen3moe"]).exit_code == 0  # the stand-in
+    matrix = project / "matrix.yaml"
+    matrix.write_text(matrix.read_text().replace("path: models/tiny-qwen3moe.gguf", f"path: {typo}"))
+    plan = CliRunner().invoke(cli, ["bench", "-i", "cpu", "-m", "tiny-qwen3moe", "--dry-run"])
+    assert f"a real run refuses this model: {project / typo} is absent" in plan.output, plan.output
+    for args in (["fetch-model", "tiny-qwen3moe"], ["bench", "-i", "cpu", "-m", "tiny-qwen3moe"]):
+        res = tk(project, *args)
+        assert res.returncode == 4, res.stderr
+        assert f"{project / 'models/tiny-qwen3moe.gguf'} exists: a typo of the model's path?" in res.stderr
+    assert not (project / typo).exists() and not (project / "modles").exists()
+    assert sorted(p.name for p in (project / "models").iterdir()) == ["tiny-qwen3moe.gguf"]
+
+
+def test_a_stand_in_beside_other_files_of_near_names_is_generated(tmp_path):
+    """Only a typo of the same stand-in is refused: another seed's model of a near name (`tiny-b.gguf`
+    beside `tiny-gen.gguf`: tests/test_faults.py) and a generator's leftover are no second model."""
+    from toolkit.models.tiny import ensure_model_file, generate_tiny_qwen3moe
+
+    generate_tiny_qwen3moe(tmp_path / "models" / "tiny-b.gguf", seed=1)
+    (tmp_path / "models" / ".tiny-gen.gguf.x1.tmp").write_bytes(b"")
+    assert ensure_model_file(tmp_path / "models" / "tiny-gen.gguf", "tiny-qwen3moe").is_file()
