@@ -449,6 +449,27 @@ def test_resume_axes_name_each_test_once_when_cache_types_are_crossed():
     assert (one.n_prompt, one.n_gen, one.type_k) == ([512], [128], ["f16", "q8_0"])
 
 
+def test_resume_axes_leave_out_the_cache_types_already_measured():
+    """type_k [f16, q8_0] with every f16 case measured: --resume runs `-ctk q8_0` alone (it had passed
+    `-ctk f16,q8_0`, measuring the f16 half again while its plan counted only the q8_0 half); a missing
+    set that is no cross product is one process per cache type, each with its own missing lengths."""
+    from toolkit.bench.runners.llama_bench import resume_axes
+    from toolkit.matrix.api import BenchAxes
+
+    axes = BenchAxes(
+        n_prompt=[512, 2048], n_gen=[128], n_ubatch=[512], n_batch=[2048], type_k=["f16", "q8_0"]
+    )
+    q8 = [c for c in axes.cases() if c.get("type_k") == "q8_0"]
+    (one,) = resume_axes(axes, q8)
+    assert (one.n_prompt, one.n_gen, one.type_k, one.type_v) == ([512, 2048], [128], ["q8_0"], ["f16"])
+    assert len(one.cases()) == len(q8) == 3
+    f16_pp512 = [c for c in axes.cases() if "type_k" not in c and c["n_prompt"] == 512]
+    f16, q8_0 = resume_axes(axes, f16_pp512 + q8)
+    assert (f16.type_k, f16.n_prompt, f16.n_gen) == (["f16"], [512], [0])
+    assert (q8_0.type_k, q8_0.n_prompt, q8_0.n_gen) == (["q8_0"], [512, 2048], [128])
+    assert sum(len(a.cases()) for a in (f16, q8_0)) == 4
+
+
 def _timed(ctx, p: int, n: int, depth: int, avg: float, **fields):
     """Store an ok record of the tiny model on ctx's image (ub 64, b 512, no GPU layers: AXES) at `depth`."""
     ctx.store.add_result(

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
+import math
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -750,29 +752,34 @@ def missing_cases(
 
 
 def resume_axes(axes: BenchAxes, todo: list[dict[str, Any]]) -> list[BenchAxes]:
-    """Cross products that together hold exactly the cases `todo`: one per (n_batch, n_ubatch,
-    flash_attn, n_gpu_layers, n_depth) with the missing prompt and generation lengths."""
-    groups: dict[tuple, dict[str, list[int]]] = {}
+    """Cross products that together hold exactly the cases `todo`: per (n_batch, n_ubatch, flash_attn,
+    n_gpu_layers, n_depth), one over the missing prompt and generation lengths and the cache-type,
+    split-mode and MoE-offload values (CASE_DEFAULTS) they are missing at, where the missing cases are
+    that whole product; else one per such value combination, in the matrix's order (type_k [f16, q8_0]
+    with f16 measured: `-ctk q8_0` alone, never f16 again)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for c in todo:
-        g = groups.setdefault(
-            (c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"]),
-            {"p": [], "n": []},
-        )
-        if c["n_prompt"] and c["n_prompt"] not in g["p"]:  # once: cases repeat per cache type etc.
-            g["p"].append(c["n_prompt"])
-        if c["n_gen"] and c["n_gen"] not in g["n"]:
-            g["n"].append(c["n_gen"])
-    return [
-        axes.model_copy(
-            update=dict(
-                n_batch=[b],
-                n_ubatch=[ub],
-                flash_attn=[fa],
-                n_gpu_layers=[ngl],
-                n_depth=[d],
-                n_prompt=g["p"] or [0],
-                n_gen=g["n"] or [0],
-            )
-        )
-        for (b, ub, fa, ngl, d), g in groups.items()
-    ]
+        key = (c["n_batch"], c["n_ubatch"], c["flash_attn"], c["n_gpu_layers"], c["n_depth"])
+        groups.setdefault(key, []).append(c)
+    out = []
+    for (b, ub, fa, ngl, d), cases in groups.items():
+        base = dict(n_batch=[b], n_ubatch=[ub], flash_attn=[fa], n_gpu_layers=[ngl], n_depth=[d])
+        extras = {tuple(c.get(k, v) for k, v in CASE_DEFAULTS.items()) for c in cases}
+        values = [
+            [v for v in getattr(axes, k) if any(e[i] == v for e in extras)]
+            for i, k in enumerate(CASE_DEFAULTS)
+        ]
+        combos = [x for x in itertools.product(*values) if x in extras]
+        tests = {(c["n_prompt"], c["n_gen"]) for c in cases}
+        whole = len(combos) == math.prod(map(len, values)) and len(cases) == len(combos) * len(tests)
+        for part in [values] if whole else [[[x] for x in combo] for combo in combos]:
+            mine = [
+                c
+                for c in cases
+                if all(c.get(k, v) in w for (k, v), w in zip(CASE_DEFAULTS.items(), part, strict=True))
+            ]
+            p = list(dict.fromkeys(c["n_prompt"] for c in mine if c["n_prompt"]))  # once per cache type etc.
+            n = list(dict.fromkeys(c["n_gen"] for c in mine if c["n_gen"]))
+            extra = dict(zip(CASE_DEFAULTS, part, strict=True))
+            out.append(axes.model_copy(update=dict(base, **extra, n_prompt=p or [0], n_gen=n or [0])))
+    return out
