@@ -153,3 +153,39 @@ def test_a_stand_in_beside_other_files_of_near_names_is_generated(tmp_path):
     generate_tiny_qwen3moe(tmp_path / "models" / "tiny-b.gguf", seed=1)
     (tmp_path / "models" / ".tiny-gen.gguf.x1.tmp").write_bytes(b"")
     assert ensure_model_file(tmp_path / "models" / "tiny-gen.gguf", "tiny-qwen3moe").is_file()
+
+
+def test_the_interrupted_bench_hint_repeats_the_options_the_user_gave():
+    """nc46 S3: Ctrl-C of `bench -i cpu --memory 24g` said "`toolkit bench --resume` continues", which
+    resumes every image and model of the matrix without the memory limit. The hint repeats the bench's
+    own options as given on the command line (cli.common.given_options, invocation.again); --resume,
+    --dry-run, --json and the options left to their defaults or taken from the environment are not in it."""
+    import click
+    from click.testing import CliRunner
+
+    from toolkit.bench.run import RESUME_HINT, resume_hint
+    from toolkit.cli.common import given_options
+    from toolkit.core import invocation
+
+    seen: list[str] = []
+
+    @click.command()
+    @click.option("--image", "-i", "images", multiple=True)
+    @click.option("--memory", default=None)
+    @click.option("--timeout", type=int, default=None)
+    @click.option("--allow-stale", is_flag=True)
+    @click.option("--allow-concurrent", is_flag=True, envvar="T_ALLOW")
+    @click.option("--resume", is_flag=True)
+    def bench(**_):
+        invocation.start(None)
+        invocation.own(given_options(click.get_current_context(), ("resume",)))
+        seen.append(resume_hint())
+
+    args = ["-i", "cpu", "-i", "vulkan", "--memory", "24g", "--timeout", "60", "--allow-stale", "--resume"]
+    result = CliRunner().invoke(bench, args, env={"T_ALLOW": "1"})
+    assert result.exit_code == 0, result.output
+    bench_again = "toolkit bench --image cpu --image vulkan --memory 24g --timeout 60 --allow-stale"
+    assert seen == [RESUME_HINT.format(bench=bench_again)]
+    seen.clear()
+    assert CliRunner().invoke(bench, []).exit_code == 0
+    assert seen == [RESUME_HINT.format(bench="toolkit bench")]

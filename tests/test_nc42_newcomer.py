@@ -160,7 +160,8 @@ def test_ctrl_c_of_a_sweep_measured_before_says_resume_has_nothing_to_measure(tm
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, out + err
-    said = {"bench": "toolkit bench"}  # run from the project folder: no --matrix, no --results
+    # run from the project folder: no --matrix, no --results; the bench's own -i (invocation.again)
+    said = {"bench": "toolkit bench --image cpu"}
     assert NOTHING_TO_RESUME.format(**said) in err and RESUME_HINT.format(**said) not in err, err
     resumed = tk(proj, "bench", "-i", "cpu", "--resume", env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -183,7 +183,7 @@ def _interrupted(run_id: str, saver: Saver, decisions: list[Decision]) -> RunInt
 
 RESUME_HINT = "`{bench} --resume` continues where this run stopped"
 """The interrupted bench's last words (`resume_hint`: {bench} is this invocation's `toolkit bench` with its
---matrix/--results, invocation.command); `toolkit reproduce`, which has no --resume, says its own
+--matrix/--results and its own options, invocation.again); `toolkit reproduce`, which has no --resume, says its own
 (publish.reproduce)."""
 
 NOTHING_TO_RESUME = (
@@ -197,8 +197,9 @@ measured before (a newcomer's Ctrl-C of it was told that --resume "continues", a
 
 
 def resume_hint(text: str = RESUME_HINT) -> str:
-    """RESUME_HINT (or NOTHING_TO_RESUME) naming this invocation's `toolkit bench` (invocation.command)."""
-    return text.format(bench=invocation.command("bench"))
+    """RESUME_HINT (or NOTHING_TO_RESUME) naming this invocation's `toolkit bench` with the options it was
+    given (invocation.again: the same images, models, memory limit, ...)."""
+    return text.format(bench=invocation.again("bench"))
 
 
 def _resume_hint(decisions: list[Decision]) -> str:

@@ -28,6 +28,7 @@ from toolkit.cli.common import (
     _store,
     builds_results_option,
     echo_json,
+    given_options,
     image_option,
     json_option,
     matrix_option,
@@ -151,6 +152,8 @@ def bench(
 
         lm = _load(matrix_path)
         store = _store(lm, results_dir)
+        skip = ("matrix_path", "results_dir", "as_json", "dry_run", "resume")
+        invocation.own(given_options(click.get_current_context(), skip))  # for the resume hint
         opts = BenchOptions(
             dry_run=dry_run,
             strict=strict,

@@ -14,6 +14,7 @@ from pathlib import Path
 from toolkit.core.text import shell_word
 
 _GIVEN: dict[str, str] = {}
+_OWN: list[str] = []
 
 TAKES = {
     "bench": ("matrix", "results"),
@@ -35,6 +36,7 @@ def start(engine: str | None) -> None:
     the engine the user chose (docker, podman or auto: the global --engine, else $TOOLKIT_ENGINE, as
     the CLI reads them), None where neither chose one."""
     _GIVEN.clear()
+    _OWN.clear()
     if engine:
         _GIVEN["engine"] = engine
 
@@ -43,6 +45,19 @@ def note(option: str, value: str | None) -> None:
     """Note the value given to `option` ("matrix" or "results") on the command line; None: not given."""
     if value is not None:
         _GIVEN[option] = value
+
+
+def own(args: list[str]) -> None:
+    """Note this command's own options as the user gave them (`bench -i cpu --memory 24g`: ["--image",
+    "cpu", "--memory", "24g"]; cli.common.given_options), which `again` repeats."""
+    _OWN[:] = args
+
+
+def again(name: str, *args: str) -> str:
+    """`command(name, ...)` with this command's own options (`own`) before `args`: the command to run
+    again (an interrupted bench's `--resume`). Without them the hint ran another selection: every image
+    and model of the matrix where the user had asked for one (nc46 stumble S3)."""
+    return command(name, *_OWN, *args)
 
 
 def command(name: str, *args: str, matrix: Path | None = None, results: Path | None = None) -> str:
