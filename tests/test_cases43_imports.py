@@ -147,16 +147,18 @@ def test_two_runs_appended_with_their_stderr_are_both_imported(tmp_path):
     assert "x.0c1e57098-0: imported 4 results" in out and "x.b7a1c3d2e-7001: imported 4 results" in out, out
 
 
-def test_two_model_files_described_alike_are_said_to_be_taken_for_one_model(tmp_path):
+def test_two_model_files_described_alike_are_two_models(tmp_path):
     """`llama-bench -m a.gguf -m b.gguf` of two files llama-bench describes alike (real run: two copies
-    of the tiny model). The test identity is the model llama-bench describes, not its path: the rows
-    stay repetitions of one cell, but the import now names the files and how to keep two models apart
-    (it said only `they differ only in model_filename, which does not change the test`)."""
+    of the tiny model). The file says they are two files: each is its own model row (the second's model
+    identity names its file: import_keys.AlikeFiles); they were repetitions of one cell (left46b)."""
     src = DATA / "llamabench-0c1e57098-cpu-two-files-alike.jsonl"
     res = tk(ROOT, "import", str(src), "--results", str(tmp_path / "r"), "--label", "x")
     out = res.stdout + res.stderr
-    assert res.returncode == 0, out
-    assert (
-        "model files a.gguf, b.gguf are described alike by llama-bench (type, size, parameters) and taken "
-        "for one model: if they are two models, import each file's rows apart" in out
-    ), out
+    assert res.returncode == 0 and "imported 4 results" in out and "same test" not in out, out
+    rows = _rows(tmp_path)
+    assert sorted((r["test"], r["model"], r["records"]) for r in rows) == [
+        ("pp16 ub512", "a.gguf", "1"),
+        ("pp16 ub512", "b.gguf", "1"),
+        ("tg4", "a.gguf", "1"),
+        ("tg4", "b.gguf", "1"),
+    ], rows

@@ -361,6 +361,7 @@ CSV_FIELDS = [
     "host",
     "measured_from_utc",
     "measured_to_utc",
+    "measured_local",  # an imported vLLM result's time: its host's local time, zone not recorded
     "run_id",
     # the model file a number is of, as the other formats' model line names it (provenance.size_words)
     "model_file",
@@ -388,7 +389,8 @@ def threads(r: BenchRecord) -> int | None:
 def render_csv(ts: list[Table]) -> str:
     """One line per shown cell (CSV_FIELDS): its test, settings, figures and flags, and what it is of
     (model sha256, llama.cpp build, GPU, host name, when measured in UTC, from the oldest process of a
-    combined cell to the newest: empty where not recorded, run id), then the system beside it
+    combined cell to the newest: empty where not recorded, an imported vLLM result's host-local time as
+    the page says it (Facts.local_date; its UTC is not known), run id), then the system beside it
     (backend, GPU stack from the image's labels, engine, kernel, amdgpu: provenance.system_cells), the
     GPUs the run had (gpu_count), whether the model is a tiny stand-in, and how many stored records
     the number combines (`records`); empty where not recorded."""
@@ -436,6 +438,7 @@ def _csv_cells(t: Table, row: Row, col: str, f: Facts) -> list[Any]:
         r.gpu_info or "",
         _host_cell(r.host or {}, (r.raw or {}).get("cpu_info")),
         *(f.span or ("", "")),
+        f.local_date or "",
         r.run_id,
         (r.model.path or "").rsplit("/", 1)[-1],  # model_file
         f.model_bytes or "",

@@ -8,7 +8,9 @@ engine's image list) and the tiny stand-in model a real run generates."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,8 +27,10 @@ from toolkit.bench.runners.base import (
 )
 from toolkit.core import invocation
 from toolkit.core import registry as runners
-from toolkit.core.errors import BadInput
+from toolkit.core.errors import BadInput, EngineUnavailable
+from toolkit.engine import api as engine
 from toolkit.host import devices
+from toolkit.host.doctor_checks import remote_engine
 from toolkit.host.info import env_choice_note
 from toolkit.matrix.api import CASE_DEFAULTS, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.models.tiny import ensure_model_file, namesake_refusal
@@ -156,7 +160,9 @@ def _decide_image(
         return image("skipped", f"no model in the matrix lists runner {spec.runner}")
     unable = "failed" if opts.strict else "skipped"
     # the host's devices first: on a host without them, that is the reason, built or not
-    short = devices.shortfall(spec.backend, gpus, allow_software=opts.allow_software_gpu)
+    short = engine_elsewhere(spec.backend) or devices.shortfall(
+        spec.backend, gpus, allow_software=opts.allow_software_gpu
+    )
     if short and not opts.dry_run:  # and say now what fixing the host would meet next, in one wording
         # for every image (not the device's fix: a build alone does not make rocm run without /dev/kfd)
         unbuilt_too = not has_build(spec, store, opts)
@@ -205,6 +211,31 @@ def _decide_image(
         ctx = RunContext(lm, spec, build, m, store, opts, profile, {}, lambda *a, **k: None)
         out += _model_decisions(runner, ctx, devices_here=not short)
     return out
+
+
+def engine_elsewhere(backend: str) -> devices.Shortfall | None:
+    """Why a GPU image (`backend` rocm or vulkan) cannot run through a container engine on another host
+    (doctor_checks.remote_engine of DOCKER_HOST, a docker context's endpoint, Podman's CONTAINER_HOST:
+    tcp://, ssh://, http(s):// of a host that is not this one): the device nodes and their group ids a
+    GPU image is given are read from this host's /dev and /sys, which say nothing of that host's.
+    None for the cpu image (no device) or an engine on this host."""
+    if backend == "cpu":
+        return None
+    podman = engine.engine_name() == "podman"
+    env = dict(os.environ)
+    if not podman and not env.get("DOCKER_HOST"):
+        with contextlib.suppress(EngineUnavailable):  # a broken context: the engine's first call says so
+            env["DOCKER_HOST"] = engine.use_docker_context()
+    remote = remote_engine({"engine": "podman" if podman else "docker"}, env, socket.gethostname())
+    if remote is None:
+        return None
+    return devices.Shortfall(
+        f"GPU devices through a {remote}",
+        "the device nodes and groups a GPU image is given are read from this host's /dev and /sys, which "
+        "say nothing of that host's",
+        f"run `toolkit bench` on that host, or point {'CONTAINER_HOST' if podman else 'DOCKER_HOST (or the docker context)'} "
+        "at this host's engine",
+    )
 
 
 def _env_choice(spec: ImageSpec, opts: BenchOptions) -> list[str]:

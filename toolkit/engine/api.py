@@ -28,6 +28,7 @@ from toolkit.engine.choice import (
     engine_summary,
     host_id,
     is_podman,
+    use_docker_context,
 )
 from toolkit.engine.containers import (
     KEEP_GROUPS,

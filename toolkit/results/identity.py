@@ -280,8 +280,9 @@ def model_fingerprint(r: BenchRecord) -> tuple:
     """llama-bench's description of the model (type, and parameters and bytes as its -o md prints them:
     _as_printed), else the model's name; plus the model's kind when it is not the real file
     (`synthetic-twin`: a shape twin describes itself exactly like the real model, so without the kind
-    a twin and a real run would share a row). Where both records know the file's sha256, it decides
-    (same_model)."""
+    a twin and a real run would share a row), and the file's name where one import's rows named
+    another file described alike (import_keys.AlikeFiles). Where both records know the file's sha256,
+    it decides (same_model)."""
     if _memo is not None:
         return test_key(r).model
     return _model_fingerprint(r)
@@ -297,8 +298,9 @@ def _model_fingerprint(r: BenchRecord) -> tuple:
         else ()
     )
     fp = fp if any(fp) else ("name", r.model.name)
-    kind = (r.model.model_extra or {}).get("kind")
-    return (*fp, ("kind", kind)) if kind else fp
+    extra = r.model.model_extra or {}
+    fp = (*fp, ("kind", extra["kind"])) if extra.get("kind") else fp
+    return (*fp, ("file", extra["file_apart"])) if extra.get("file_apart") else fp  # import_keys.AlikeFiles
 
 
 def known_sha(r: BenchRecord) -> str | None:

@@ -7,10 +7,11 @@ keeps it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.results.identity import TestKey, norm_field, test_key
+from toolkit.results.identity import TestKey, model_fingerprint, norm_field, test_key
 from toolkit.results.index import digest64
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import check
@@ -143,3 +144,25 @@ def shown_key(rec: BenchRecord, form: RowForm) -> int:
             str(raw.get("build_commit") or "")[:7].lower() if build else None,
         )
     )
+
+
+class AlikeFiles:
+    """The model files one import's rows name, by llama-bench's description of each (model_fingerprint):
+    `-m a.gguf -m b.gguf` of two models of one type, size and parameter count (two fine-tunes of one
+    base quantized alike) are two models, as the file says. The first file named of a description keeps
+    it (it matches that model's rows of other imports and runs); the rows of each other file carry the
+    file's name in their model identity (ModelRef `file_apart`: identity._model_fingerprint), so they
+    are another row of the tables, never repetitions of the first's."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple, str] = {}  # description -> the file name its first row named
+
+    def apart(self, rec: BenchRecord) -> BenchRecord:
+        """`rec` (an imported record), or a copy whose model names its file where an earlier row of
+        the import named another file of the same description. Rows without a file name (md) are kept."""
+        name = Path(rec.model.path).name if rec.model.path else ""
+        if not name:
+            return rec
+        if self.first.setdefault(model_fingerprint(rec), name) == name:
+            return rec
+        return rec.model_copy(update={"model": rec.model.model_copy(update={"file_apart": name})})

@@ -498,10 +498,11 @@ class ImportSource:
             for n, raw, whole in _lines(fh):
                 h.update(raw)
                 if not whole:
+                    long = f"longer than {jsonsafe.MAX_LINE_BYTES} bytes"
                     if raw.lstrip()[:1] == b"{":
-                        self._note(
-                            f"{n}: not a complete JSON record (longer than {jsonsafe.MAX_LINE_BYTES} bytes)"
-                        )
+                        self._note(f"{n}: not a complete JSON record ({long})")
+                    elif line_text(raw[:16].decode("utf-8", "replace")).startswith(readers.JSON_START):
+                        self._note(f"{n}: {readers.unreadable_json(long)}")
                     continue
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]

@@ -367,27 +367,10 @@ def _repetitions(staged: list[tuple[ImportedSet, BenchRecord]]) -> list[tuple[st
                 if differ
                 else ""
             )
-            + _files_alike(recs)
         )
         first_file = imported_of(members[0][1])["file"]
         out.append((line, first_file, len(recs), "runs-disagree" in flags))
     return out
-
-
-def _files_alike(recs: list[BenchRecord]) -> str:
-    """What a line of _repetitions adds where its rows name model files of different names (`-m a.gguf
-    -m b.gguf` of one type, size and parameter count, as two fine-tunes of one base quantized alike
-    are): they are taken for one model (the model is what llama-bench describes; the path is where the
-    file lay), and how to keep two models apart; "" otherwise."""
-    names = sorted({Path(str(r.raw["model_filename"])).name for r in recs if r.raw.get("model_filename")})
-    if len(names) < 2:
-        return ""
-    shown = ", ".join(n[:60] for n in names[:3]) + (", ..." if len(names) > 3 else "")
-    return (
-        f"; model files {shown} are described alike by llama-bench (type, size, parameters) and taken for "
-        "one model: if they are two models, import each file's rows apart (one file per model) under its "
-        "own --label"
-    )
 
 
 class StoredRows:

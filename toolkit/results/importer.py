@@ -36,6 +36,7 @@ from toolkit.results.identity import (
     test_key,
 )
 from toolkit.results.import_keys import (
+    AlikeFiles,
     RowForm,
     form_of,
     is_untimed,
@@ -455,6 +456,7 @@ def _pass1(
             spill.write(b"%d %d %s\n" % (si, fi, spilled(body)))
         batch.clear()
 
+    alike = AlikeFiles()
     for fi, src in enumerate(sources):
         batch: list[tuple[SourceRow, BenchRecord, bytes]] = []
         for r in src.rows(tally.content_h):
@@ -469,7 +471,8 @@ def _pass1(
                 content="",
             )
             if made is not None:
-                batch.append((r, *made))
+                rec = alike.apart(made[0])  # a model file described as an earlier one: its own model
+                batch.append((r, *(made if rec is made[0] else (rec, rec.model_dump_json().encode()))))
                 if len(batch) == _BATCH:
                     tally_batch(batch, src, fi)
         tally_batch(batch, src, fi)

@@ -46,6 +46,7 @@ class CsvLines:
 
 
 _LOG_PREFIX = re.compile(r"[A-Za-z_][\w .\-/]*:(?:\s|$)|\[")
+_CUT_VALUE = re.compile(r"[\w.+\-/]*\w[\w.+\-/]*")  # one value, no space or `:`: a row cut in its first field
 
 
 def csv_log_line(line: str, row_start: str = "") -> bool:
@@ -57,9 +58,11 @@ def csv_log_line(line: str, row_start: str = "") -> bool:
     row after a log line's text on its line (`Device 0: NAME, VMM: yes"0c1e57098","0",...`: stderr
     written without its newline), which holds llama-bench's `","` between two quoted values; nor is an
     unquoted row cut inside its first field: a line that is the start of `row_start`, the first field of
-    the row before it (`0c1e5` under rows of build `0c1e57098`: one run's rows share their build)."""
+    the row before it (`0c1e5` under rows of build `0c1e57098`: one run's rows share their build), or,
+    with no row before it to compare (a run's first row), one bare value (`0c1e5`, `tiny-qwen3.gg`:
+    _CUT_VALUE; a log line has words, a `name:` or only dots)."""
     s = line_text(line)
-    if s and row_start.startswith(s):
+    if s and (row_start.startswith(s) or _CUT_VALUE.fullmatch(s)):
         return False
     return not s.startswith('"') and '","' not in s and ("," not in s or _LOG_PREFIX.match(s) is not None)
 

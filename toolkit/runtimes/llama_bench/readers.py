@@ -138,25 +138,33 @@ def read_jsonl(text: str, skipped: list[str] | None = None, first: int = 1) -> l
     return out
 
 
-_JSON_START = tuple('["-0123456789') + ("null", "true", "false")
+JSON_START = tuple('["-0123456789') + ("null", "true", "false")
+"""How a JSON value that is not an object starts (a line starting otherwise is a log line)."""
 
 
 def not_a_record(line: str) -> str | None:
     """Why a stripped JSONL line that does not start with `{` is worth a note, or None for a log line
     (ggml's log, `[INFO] ...`, blank): JSON that is not an object (`null`, `[]`, `"x"`, a number), a
     llama-bench record after other text on its line (a log line and a record run together: read as
-    neither, never dropped without a word), or a line of another llama-bench format (an md table line,
-    sql, a csv header)."""
+    neither, never dropped without a word), a line of another llama-bench format (an md table line,
+    sql, a csv header), or whole JSON past a bound of jsonsafe.parse (nested deeper than MAX_DEPTH, a
+    number of 4300 digits): only a line that is no JSON (`[INFO] ...`, `[[[` cut short) is a log line."""
     if (at := line.find('{"')) > 0 and (why := _record_after_text(line, at)):
         return why
-    if not line.startswith(_JSON_START):
+    if not line.startswith(JSON_START):
         fmt = "md" if line.startswith("|") else format_of(line)
         return f"a line of -o {fmt} output in JSONL: left out" if fmt in ("md", "sql", "csv") else None
     try:
         value = jsonsafe.parse(line)
-    except jsonsafe.JsonProblem:
-        return None
+    except jsonsafe.JsonProblem as err:  # no JSON (`[INFO] ...`, a list cut short): a log line
+        whole = not line.startswith("[") or jsonsafe.value_end(line, 0) == len(line)
+        return unreadable_json(str(err)) if whole and not str(err).startswith("not JSON") else None
     return f"JSON that is not an object ({value_kind(value)}): left out"
+
+
+def unreadable_json(why: str) -> str:
+    """The note on a JSONL line that is JSON but past a bound of jsonsafe.parse (`why`: its reason)."""
+    return f"JSON that cannot be read ({why}): left out"
 
 
 def _record_after_text(line: str, at: int) -> str | None:
