@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.public import PUBLIC, imp, read_as, refused
+from tests.support.runs import tk
 from toolkit.results import import_read, importer
 from toolkit.results.records import ResultStore
 from toolkit.runtimes.llama_bench import source_row
@@ -178,3 +179,44 @@ REFUSED = {
 @pytest.mark.parametrize(("name", "why"), sorted(REFUSED.items()))
 def test_files_refused_right_are_held(tmp_path: Path, name: str, why: str) -> None:
     assert why in refused(tmp_path, name)
+
+
+# ------------------------------------------------------------------- breaker round 46 (brk46)
+# a row whose counts are a bool (`n_prompt: true` equals 1, `n_depth: false` equals 0), a float or
+# digits other than ASCII in its test was rewritten into a valid `tg64 @ dN` row, where the validity
+# pass refuses the row as it is
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"test": "tg64@pp1", "n_prompt": True, "n_gen": 64},  # True == 1
+        {"test": "tg1@pp8192", "n_prompt": 8192, "n_gen": True},
+        {"test": "tg64@pp8192", "n_prompt": 8192, "n_gen": 64, "n_depth": False},  # False == 0
+        {"test": "tg64@pp8192", "n_prompt": 8192, "n_gen": 64, "n_depth": 0.0},
+        {"test": "tg64@pp8192", "n_prompt": 8192.0, "n_gen": 64},
+        {"test": "tg\uff16\uff14@pp8192", "n_prompt": 8192, "n_gen": 64},  # fullwidth digits
+        {"test": "tg64@pp8192\n", "n_prompt": 8192, "n_gen": 64},
+    ],
+)
+def test_a_gp_row_of_counts_no_reader_writes_is_left_as_it_is(fields) -> None:
+    before = dict(fields)
+    source_row.gp_counts(fields)
+    assert fields == before
+
+
+def test_a_gp_row_with_a_bool_count_is_refused_as_before(tmp_path) -> None:
+    rec = _ik_gp_record()
+    rec.update(test="tg64@pp1", n_prompt=True)
+    src = tmp_path / "gp.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    res = tk(tmp_path, "import", "--label", "ik", "--results", str(tmp_path / "results"), str(src))
+    assert res.returncode == 4, res.stderr
+    assert "n_prompt is True: not a token count" in res.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_gp_spellings_ik_writes_are_still_read_at_a_depth(tmp_path) -> None:
+    rec = _ik_gp_record(test="TG64 @ PP8192")
+    (r,) = _import(tmp_path, "gp.jsonl", json.dumps(rec) + "\n")
+    assert (r.test, r.n_prompt, r.n_gen, r.n_depth) == ("tg64 @ d8192", 0, 64, 8192)

@@ -28,6 +28,7 @@ from toolkit.bench.runners.base import (
 from toolkit.core import invocation
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, EngineUnavailable
+from toolkit.core.text import path_text
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.host.doctor_checks import remote_engine
@@ -52,7 +53,7 @@ def _check_model(lm: LoadedMatrix, model: ModelSpec, images: list[ImageSpec]) ->
     path = lm.resolve(model.path, what=f"models[{model.name}].path")
     try:
         if not path.exists() and model.generate == "tiny-qwen3moe":
-            ensure_model_file(path, model.generate)
+            ensure_model_file(path, model.generate, named=lm.model_paths())
         if path.is_symlink():
             path = path.resolve()
         if not path.exists():
@@ -105,14 +106,14 @@ def _dry_run_model_note(lm: LoadedMatrix, model: ModelSpec, runner: Any) -> str:
         path = path.resolve() if path.is_symlink() else path
         if not path.exists():
             if model.generate:
-                why = namesake_refusal(path, model.generate)
+                why = namesake_refusal(path, model.generate, named=lm.model_paths())
                 return f"a real run refuses this model: {why}" if why else ""
             fetch = (
                 f"; `{invocation.command('fetch-model', model.name)}` fetches it"
                 if model.hf
                 else no_source(model)
             )
-            return f"model file {path} is absent here: a real run skips this pair{fetch}"
+            return f"model file {path_text(path)} is absent here: a real run skips this pair{fetch}"
         runner.preflight(lm, model, path)
     except BadInput as err:
         return f"a real run refuses this model: {err}"

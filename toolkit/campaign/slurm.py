@@ -487,7 +487,9 @@ def submit(
     for m in {s.model for s in c.slices}:
         spec = next(x for x in lm.m.models if x.name == m)
         if spec.generate and not dry_run:
-            ensure_model_file(lm.resolve(spec.path, what=f"models[{spec.name}].path"), spec.generate)
+            ensure_model_file(
+                lm.resolve(spec.path, what=f"models[{spec.name}].path"), spec.generate, named=lm.model_paths()
+            )
     scripts = [job_script(c, s) for s in c.slices]  # each refused before any is written
     for s, script in zip(c.slices, scripts, strict=True):
         Path(s.script).parent.mkdir(parents=True, exist_ok=True)

@@ -580,7 +580,10 @@ def _fetch_plan(lm, spec, twin: bool) -> str:
     if path.exists():
         return f"{path} present (dry run: its sha256 is checked only by a real fetch)"
     if spec.generate:
-        return namesake_refusal(path, spec.generate) or f"would generate {path} ({spec.generate})"
+        return (
+            namesake_refusal(path, spec.generate, named=lm.model_paths())
+            or f"would generate {path} ({spec.generate})"
+        )
     if spec.hf is None:
         return f"{path} is absent and no `hf:` repo is given to fetch it from"
     what = "read the GGUF header of" if twin else "download"

@@ -433,8 +433,11 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     parent = os.path.dirname(trimmed) or "."  # as the OS reads it: `sub/..` needs `sub`, a folder
     try:
         what = "" if stat.S_ISDIR(os.stat(parent).st_mode) else "is a file, not a folder; check the path"
-    except FileNotFoundError:
-        what = _missing_folder(parent)
+    except FileNotFoundError:  # a dangling link before a `..`: the OS has no folder to go up from
+        dangling_up = ".." in Path(parent).parts
+        what = _missing_folder(parent) or (
+            "does not exist: a link on the way leads nowhere" if dangling_up else ""
+        )
     except NotADirectoryError:
         what = "lies under a file, not a folder; check the path"
     except OSError:  # no permission, a loop of links: the write itself says so, naming the path

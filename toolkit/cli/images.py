@@ -5,7 +5,6 @@ Registered on the main group in toolkit.cli.main (cli.add_command); thin like th
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from toolkit.cli.common import (
     matrix_option,
 )
 from toolkit.core.errors import RemoteUnavailable
-from toolkit.core.text import path_text
+from toolkit.core.text import path_text, shell_join
 
 
 @click.command(epilog=EPILOG)
@@ -58,7 +57,7 @@ def render(matrix_path, images, as_json):
         return
     for o in out:
         click.echo(f"{o['image']}: wrote {path_text(o['dockerfile'])}")
-        click.echo(f"  {shlex.join(o['build_command'])}")
+        click.echo(f"  {shell_join(o['build_command'])}")
 
 
 @click.command(epilog=EPILOG)

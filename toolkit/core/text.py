@@ -105,6 +105,13 @@ def shell_word(word: str) -> str:
     return "$'" + "".join(_shell_char(c) for c in word) + "'"
 
 
+def shell_join(words: Iterable[str]) -> str:
+    """`words` as a command line to paste (a dry run's exact `docker run`, `docker buildx build`):
+    each word quoted by shell_word, joined by spaces; shlex.join kept a path's ESC raw, which the
+    terminal printer then stripped, so the command printed named another path."""
+    return " ".join(shell_word(w) for w in words)
+
+
 def _shell_char(c: str) -> str:
     """One character of shell_word's `$'...'`: as it is, backslash-escaped, or its bytes as `\\xHH`."""
     if c in _SHELL_ESCAPES:

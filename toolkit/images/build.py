@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolkit import __version__
 from toolkit.core.errors import BadInput, BuildFailed, EngineUnavailable
+from toolkit.core.text import shell_join
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.images.sources import (
@@ -67,7 +67,7 @@ class BuildResult:
         DIGEST SIZE in SECONDS, how much came from cache and whether the image digest changed against
         `before` (the previous build on this engine); else the status, the reason and the log."""
         if dry_run:
-            return f"{self.image}: {shlex.join(self.command)}"
+            return f"{self.image}: {shell_join(self.command)}"
         r = self.record
         if self.status in ("ok", "cached") and r is not None:
             change = ""

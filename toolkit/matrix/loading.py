@@ -52,6 +52,18 @@ class LoadedMatrix:
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.root / p)
 
+    def model_paths(self) -> list[Path]:
+        """Every model path the matrix names (models[].path, resolved as `resolve` does), for a stand-in's
+        typo check (models.tiny.namesake_refusal): another model of the matrix is no typo. A path a
+        confined matrix may not name is left out (its own model's check refuses it)."""
+        paths = []
+        for model in self.m.models:
+            try:
+                paths.append(self.resolve(model.path, what=f"models[{model.name}].path"))
+            except BadInput:
+                continue
+        return paths
+
     def select_images(self, names: tuple[str, ...] | list[str]) -> list[ImageSpec]:
         """The images named (every one when none is): BadInput for a name the matrix has not, saying the
         way out (_other_kind: a list in one -i, a model's name given to -i), else the nearest name."""

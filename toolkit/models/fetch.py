@@ -32,7 +32,7 @@ def fetch_model(
         return fetch_twin(lm, spec, echo=echo)
     path = lm.resolve(spec.path, what=f"models[{spec.name}].path")
     if spec.generate:
-        ensure_model_file(path, spec.generate)
+        ensure_model_file(path, spec.generate, named=lm.model_paths())
         return f"generated {path}"
     pinned = ""
     if not path.exists():

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from toolkit.bench.observe import RunObserver, gpus_for_run
 from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput
+from toolkit.core.text import path_text, shell_join
 from toolkit.engine import api as engine
 from toolkit.host import devices
 from toolkit.images import build as build_mod
@@ -89,7 +90,7 @@ class Outcome:
         load/warm-up seconds (and whether a Vulkan run's shader cache was cold), and the reason."""
         if self.status == "dry-run":  # the reason says which command it is: canary, sweep, depth sweep...
             what = f" ({self.reason})" if self.reason else ""
-            return f"{self.image} x {self.model}{what}: {shlex.join(self.command)}"
+            return f"{self.image} x {self.model}{what}: {shell_join(self.command)}"
         line = f"{self.image}{'' if self.model == '-' else ' x ' + self.model}: {self.status}"
         if self.records:
             line += f", {self.records} results"
@@ -187,12 +188,12 @@ def resolve_model(lm: LoadedMatrix, model: ModelSpec, *, dry_run: bool = False) 
         if dry_run:
             return path, ""
         if model.generate:
-            ensure_model_file(path, model.generate)
+            ensure_model_file(path, model.generate, named=lm.model_paths())
         else:
             fetch = (
                 f"; run `{invocation.command('fetch-model', model.name)}`" if model.hf else no_source(model)
             )
-            return None, f"model file {path} is absent{fetch}"
+            return None, f"model file {path_text(path)} is absent{fetch}"
     return path, ""
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-GP_TEST = re.compile(r"^tg\s*(?P<g>\d{1,9})\s*@\s*pp\s*(?P<d>\d{1,9})$", re.IGNORECASE)
+GP_TEST = re.compile(r"tg\s*(?P<g>\d{1,9})\s*@\s*pp\s*(?P<d>\d{1,9})", re.IGNORECASE | re.ASCII)
 """The `-gp Np,Ng` test of ik_llama.cpp's llama-bench (and of llama.cpp pull #11126, not merged), named
 `tg64@pp8192`: the generation rate of Ng tokens after a prompt of Np tokens, the prompt's time left out
 ("only the token generation rate is reported"): mainline's `-d Np -n Ng`, `tg64 @ d8192`."""
@@ -20,16 +20,19 @@ def gp_counts(fields: dict[str, Any]) -> None:
     is of. Read as printed, the row was `pp8192+tg64` at 64 t/s, and its samples contradicted its
     8256 tokens. A row whose counts are not its test name's (or that has a depth) is left as it is."""
     test = fields.get("test")
-    m = GP_TEST.match(test) if isinstance(test, str) else None
-    if m is None or fields.get("n_depth") not in (None, 0):
+    m = GP_TEST.fullmatch(test) if isinstance(test, str) else None
+    if m is None or not _count_is(fields.get("n_depth", 0), 0):
         return
     gen, depth = int(m.group("g")), int(m.group("d"))
-    if (
-        fields.get("n_prompt") == depth
-        and fields.get("n_gen") == gen
-        and not isinstance(fields["n_gen"], bool)
-    ):
+    if _count_is(fields.get("n_prompt"), depth) and _count_is(fields.get("n_gen"), gen):
         fields.update(n_prompt=0, n_depth=depth)
+
+
+def _count_is(value: Any, count: int) -> bool:
+    """Whether `value` is the token count `count` as a reader types one: an int, never a bool (True ==
+    1, False == 0) nor a float, which the validity pass refuses or reads as written (gp_counts would
+    otherwise launder an `n_prompt: true` into a valid 0)."""
+    return type(value) is int and value == count
 
 
 @dataclass
