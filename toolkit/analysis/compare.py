@@ -70,6 +70,9 @@ class CompareRow:
     ids: dict[str, str]
     fa: Facts
     fb: Facts
+    folded: dict[str, list[Facts]] = field(default_factory=dict)
+    """Side "A"/"B" -> the Facts of every record its cell stands for, where decode rows of several
+    micro-batches were folded into this one (fold_decode, tables.Row.folded; absent: not folded)."""
 
     @property
     def speedup(self) -> float:
@@ -392,7 +395,7 @@ def fold_decode(
     )
     for r in folded.rows:
         if "A" in r.facts and "B" in r.facts:
-            out.rows.append(CompareRow(r.test, r.ids, r.facts["A"], r.facts["B"]))
+            out.rows.append(CompareRow(r.test, r.ids, r.facts["A"], r.facts["B"], r.folded))
         else:
             side, rec = next(iter(r.cells.items()))
             (out.only_a if side == "A" else out.only_b).append((rec, None if id(r) in kept else r.test))

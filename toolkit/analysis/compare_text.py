@@ -10,13 +10,13 @@ from tabulate import tabulate
 
 from toolkit.analysis.caveats import smoke_caveats
 from toolkit.analysis.compare import DECODE_UB_NOTE, UNKNOWN_MODEL_FIX, CompareRow, Comparison, Side
-from toolkit.analysis.facts import ran_on
+from toolkit.analysis.facts import Facts, ran_on
 from toolkit.analysis.flag_help import held_words
-from toolkit.analysis.provenance import Provenance, provenance
+from toolkit.analysis.provenance import Provenance, folded_count, numbers_words, provenance
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.analysis.verdict import decimals_apart
-from toolkit.core.text import counted, md_line, md_text, one_line
+from toolkit.core.text import md_line, md_text, one_line
 
 
 def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
@@ -205,10 +205,24 @@ def side_provenance(c: Comparison, side: str) -> Provenance:
     return provenance([r.fa if side == "a" else r.fb for r in c.rows])
 
 
+def _side_cells(c: Comparison, side: str) -> list[list[Facts]]:
+    """Per compared row, the Facts of every record side `side` ("a" or "b") has behind its cell: its one
+    record's, or each record of the decode rows folded into it (CompareRow.folded)."""
+    return [r.folded.get(side.upper()) or [r.fa if side == "a" else r.fb] for r in c.rows]
+
+
 def side_records(c: Comparison, side: str) -> int:
     """How many stored records the compared numbers of side `side` ("a" or "b") come from (a cell that
-    combines N processes counts N), as a report's column card says it."""
-    return sum((r.fa if side == "a" else r.fb).processes for r in c.rows)
+    combines N processes counts N; a decode row folded over the micro-batch counts each record folded
+    into it), as a report's column card counts them."""
+    return sum(f.processes for fs in _side_cells(c, side) for f in fs)
+
+
+def side_numbers(c: Comparison, side: str) -> str:
+    """`numbers from 10 records (2 decode records folded into 1 row)`: side_records in the report's
+    column card's words (provenance.numbers_words)."""
+    cells = _side_cells(c, side)
+    return numbers_words(side_records(c, side), sum(map(len, cells)), folded_count(cells))
 
 
 def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
@@ -218,7 +232,7 @@ def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
     for name, s in (("A", c.a), ("B", c.b)):
         lines = [
             *side_provenance(c, name.lower()).lines(),
-            f"numbers from {counted(side_records(c, name.lower()), 'record')}",
+            side_numbers(c, name.lower()),
         ]
         out.append("\n".join([esc(f"{name}: {s.label}"), *(f"- {esc(x)}" for x in lines)]))
     return out

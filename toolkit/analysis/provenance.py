@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
-from toolkit.analysis.tables import Table
+from toolkit.analysis.tables import Table, fold_decode_ub
 from toolkit.core.stats import float_or_none
 from toolkit.core.text import counted
 from toolkit.host.info import commit_words
@@ -532,6 +532,31 @@ def provenance(
     return p
 
 
+def folded_count(folds: Iterable[Sequence[Facts]]) -> tuple[int, int]:
+    """(records, rows) of the decode rows folded over the micro-batch in one column (tables.Row.folded
+    of each folded row: the Facts of every record its cell stands for): how many records (a cell
+    combining N processes counts N) were folded into how many rows; (0, 0) where none was."""
+    done = [fs for fs in folds if len(fs) > 1]
+    return sum(f.processes for fs in done for f in fs), len(done)
+
+
+def numbers_words(
+    records: int, results: int, folded: tuple[int, int] = (0, 0), runs: Sequence[str] | None = None
+) -> str:
+    """How many stored records a column's (a report's column card) or a compared side's numbers come
+    from, one wording for both: `numbers from 10 records (2 decode records folded into 1 row; 1 run:
+    <id>)`; `records` counts every process (a cell combining N counts N), `results` the cells they make
+    before any fold (`8 records combined into 4 results` where they differ), `folded` folded_count's
+    (records, rows), `runs` the run ids (None: not said; more than 3: only counted)."""
+    combined = f" combined into {counted(results, 'result')}" if results != records else ""
+    said = []
+    if folded[1]:
+        said.append(f"{counted(folded[0], 'decode record')} folded into {counted(folded[1], 'row')}")
+    if runs is not None:
+        said.append(counted(len(runs), "run") + (f": {', '.join(runs)}" if len(runs) <= 3 else ""))
+    return f"numbers from {counted(records, 'record')}{combined}" + (f" ({'; '.join(said)})" if said else "")
+
+
 @dataclass(frozen=True)
 class ColumnCard:
     """What one column of a report's tables is, to paste beside it: `column` (its label in the tables:
@@ -548,14 +573,13 @@ class ColumnCard:
     results: int
     image: str = ""
     """Its image's label (facts.image_label), which each line of prov.images opens with."""
+    folded: tuple[int, int] = (0, 0)
+    """(records, rows): its decode records folded over the micro-batch into fewer rows (folded_count)."""
 
     def numbers(self) -> str:
         """`numbers from 8 records (1 run: <id>)`, `8 records combined into 4 results` where cells combine
-        several processes."""
-        combined = f" combined into {counted(self.results, 'result')}" if self.results != self.records else ""
-        runs = self.prov.runs
-        ids = f": {', '.join(runs)}" if len(runs) <= 3 else ""
-        return f"numbers from {counted(self.records, 'record')}{combined} ({counted(len(runs), 'run')}{ids})"
+        several processes, `(2 decode records folded into 1 row; 1 run: <id>)`: numbers_words."""
+        return numbers_words(self.records, self.results, self.folded, self.prov.runs)
 
     def lines(self, alone: bool = False) -> list[str]:
         """Its description as `key: value` lines: image, model, host, when measured, how many records;
@@ -580,13 +604,18 @@ def column_cards(
 ) -> list[ColumnCard]:
     """A ColumnCard per column of `tables`, in order of its short label (`labels` {column: short
     label}: table_text.short_labels), from the Facts of its cells in every table (decode rows unfolded:
-    every record a number comes from); `stored` and `memo` as for provenance (one memo for every card)."""
+    every record a number comes from; the fold the tables are shown with, fold_decode_ub, said beside
+    the count); `stored` and `memo` as for provenance (one memo for every card)."""
     memo = {} if memo is None else memo
     per: dict[str, list[Facts]] = {}
+    folds: dict[str, list[list[Facts]]] = {}
     for t in tables:
         for row in t.rows:
             for c, f in row.facts.items():
                 per.setdefault(c, []).append(f)
+        for row in fold_decode_ub(t)[0].rows:
+            for c, fs in row.folded.items():
+                folds.setdefault(c, []).append(fs)
     stored = list(stored)
     cards = [
         ColumnCard(
@@ -596,6 +625,7 @@ def column_cards(
             sum(f.processes for f in fs),
             len(fs),
             fs[0].image,
+            folded_count(folds.get(c, [])),
         )
         for c, fs in per.items()
     ]

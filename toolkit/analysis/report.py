@@ -48,7 +48,7 @@ from toolkit.core.text import counted, html_text, md_line, md_text, one_line, st
 from toolkit.results import NO_RESULTS, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import NO_TEST, BenchRecord
 
 if TYPE_CHECKING:  # imported where drawn (html, --plots): other reports skip plots and telemetry (~50 ms)
     from toolkit.analysis import plots
@@ -114,10 +114,13 @@ def _said(why: str) -> str:
 
 def _failed_names(failures: list[dict[str, Any]]) -> str:
     """` (IMAGE TEST: why; ... and N more)` after the accounting line's `N failed`: the first 3 failed
-    records by name, each reason cut at FAILED_SAID characters (a 10 KB error was 130 lines of the
-    text report's head), as the json report's `failed` lists them all whole; '' where none failed."""
+    records by name (IMAGE alone where the record is of no one test: records.NO_TEST, a crash or
+    Ctrl-C between tests), each reason cut at FAILED_SAID characters (a 10 KB error was 130 lines of
+    the text report's head), as the json report's `failed` lists them all whole; '' where none failed."""
     said = [
-        f"{f['image']} {f['test']}: {_said(one_line(str(f['error'] or f['status'])))}" for f in failures[:3]
+        f"{f['image']}{'' if f['test'] in ('', NO_TEST) else ' ' + f['test']}: "
+        f"{_said(one_line(str(f['error'] or f['status'])))}"
+        for f in failures[:3]
     ]
     more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
     return f" ({'; '.join(said)}{more})" if said else ""

@@ -351,6 +351,9 @@ class Row:
     facts: dict[str, Facts] = field(default_factory=dict)  # image column -> its record's facts (roofline...)
     best: str | None = None  # set once the row is whole (finish): the column that leads beyond the noise
     said: list[str] = field(default_factory=list)  # ... and the flags column's entries (row_flags)
+    folded: dict[str, list[Facts]] = field(default_factory=dict)
+    """Image column -> the Facts of every record its cell stands for, where decode rows of several
+    micro-batches were folded into this one (fold_decode_ub; absent: the cell is its one record's)."""
 
     def finish(self) -> Row:
         """The row once its cells and flags are final: its best column (best_column) and the flags
@@ -554,6 +557,8 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
                 )
                 merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
                 merged.flags[c] = pick.flags.get(c, [])
+                if len(have) > 1:
+                    merged.folded[c] = [row.facts[c] for row in have]
         rows.append(merged.finish())
     return replace(t, rows=rows), True
 

@@ -54,6 +54,7 @@ from toolkit.engine import api as engine
 from toolkit.host.info import HOST_KEY_ENV
 from toolkit.matrix.api import CampaignHost, CampaignSpec, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import (
+    NO_TEST,
     BenchRecord,
     BuildRecord,
     ImageRef,
@@ -562,7 +563,7 @@ def failed_record(c: Campaign, s: Slice) -> BenchRecord:
             labels=build.labels,
         ),
         model=lm_model,
-        test="(none)",
+        test=NO_TEST,
         axis="prefill",
         host={
             "key": s.host,

@@ -227,6 +227,11 @@ def timing_value(timing: Mapping[str, Any], name: str) -> float | None:
     return None
 
 
+NO_TEST = "(none)"
+"""The test of a failed record of no one test (a crash or Ctrl-C between tests, a Slurm slice with no
+output): the report names its image alone."""
+
+
 class BenchRecord(BaseModel):
     """One measured (or failed) test: one llama-bench output row, or one vLLM / SGLang measurement.
 

@@ -49,7 +49,7 @@ from toolkit.matrix.api import CASE_DEFAULTS, DEPTH_LOG_SUFFIX, BenchAxes, Image
 from toolkit.models import twin
 from toolkit.results import identity
 from toolkit.results import index as resultindex
-from toolkit.results.records import BenchRecord, ModelRef, ResultStore, Saver
+from toolkit.results.records import NO_TEST, BenchRecord, ModelRef, ResultStore, Saver
 from toolkit.runtimes.llama_bench import args as lb_args
 from toolkit.runtimes.llama_bench import check, validity
 from toolkit.runtimes.llama_bench import output as llamabench
@@ -474,7 +474,7 @@ class RowSink:
         its test): they are kept."""
         done = f" ({n_rows} of {n_cases} tests completed and kept)" if n_rows else ""
         note = f"; log not written: {log_problem}" if log_problem else ""
-        self.saver.save(self.failed(timing, "(none)", "prefill", error + done + note), reraise=reraise)
+        self.saver.save(self.failed(timing, NO_TEST, "prefill", error + done + note), reraise=reraise)
 
     def failed(self, timing: dict[str, float], test: str, axis: str, error: str) -> BenchRecord:
         """The failed record of this process named `test` on `axis`, saying `error` (no measurement: a row
