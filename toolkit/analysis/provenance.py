@@ -14,7 +14,7 @@ from typing import Any
 
 from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
-from toolkit.analysis.tables import Table, fold_decode_ub
+from toolkit.analysis.tables import Table
 from toolkit.core.stats import float_or_none
 from toolkit.core.text import counted
 from toolkit.host.info import commit_words
@@ -600,12 +600,17 @@ class ColumnCard:
 
 
 def column_cards(
-    tables: Iterable[Table], labels: Mapping[str, str], stored: Iterable[Any] = (), memo: Memo | None = None
+    tables: Iterable[Table],
+    labels: Mapping[str, str],
+    stored: Iterable[Any] = (),
+    memo: Memo | None = None,
+    folded: Iterable[Table] = (),
 ) -> list[ColumnCard]:
     """A ColumnCard per column of `tables`, in order of its short label (`labels` {column: short
     label}: table_text.short_labels), from the Facts of its cells in every table (decode rows unfolded:
-    every record a number comes from; the fold the tables are shown with, fold_decode_ub, said beside
-    the count); `stored` and `memo` as for provenance (one memo for every card)."""
+    every record a number comes from; `folded`: the same tables as shown, decode rows folded over the
+    micro-batch (report.Shown.display), whose folds are said beside the count); `stored` and `memo` as
+    for provenance (one memo for every card)."""
     memo = {} if memo is None else memo
     per: dict[str, list[Facts]] = {}
     folds: dict[str, list[list[Facts]]] = {}
@@ -613,7 +618,8 @@ def column_cards(
         for row in t.rows:
             for c, f in row.facts.items():
                 per.setdefault(c, []).append(f)
-        for row in fold_decode_ub(t)[0].rows:
+    for t in folded:
+        for row in t.rows:
             for c, fs in row.folded.items():
                 folds.setdefault(c, []).append(fs)
     stored = list(stored)

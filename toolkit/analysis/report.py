@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import codecs
 import csv
+import functools
 import io
 import json
 import shutil
@@ -76,6 +77,12 @@ class Shown:
     @property
     def failed(self) -> int:
         return len(self.failures)
+
+    @functools.cached_property
+    def display(self) -> tuple[list[Table], list[str]]:
+        """The tables as the table formats show them, decode rows folded once per report (folded_tables:
+        the tables, the fold's note); the column cards count the fold from the same tables."""
+        return folded_tables(self.tables)
 
     @classmethod
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
@@ -168,7 +175,7 @@ def render(
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
     memo: Memo = {}  # each image's line worked out once for both
     prov = provenance(shown.facts, controls, memo)
-    cards = column_cards(shown.tables, shown.labels, controls, memo)
+    cards = column_cards(shown.tables, shown.labels, controls, memo, shown.display[0])
     memo.clear()  # not held while the text is made
     if fmt == "json":
         return json_text(
@@ -268,12 +275,12 @@ def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
     return [t for t, _ in folded], [DECODE_UB_NOTE] if any(f for _, f in folded) else []
 
 
-def display_tables(ts: list[Table], labels: dict[str, str]) -> tuple[list[Table], list[str], list[str]]:
-    """The tables as the page, the terminal and github show them: decode rows folded (folded_tables),
-    what each short column label (`labels`: Shown.labels) stands for (column_legend); (tables, the
-    legend's lines in label order, the fold's note when a row was folded)."""
-    shown, fold_note = folded_tables(ts)
-    return shown, column_legend(shown, labels), fold_note
+def display_tables(shown: Shown) -> tuple[list[Table], list[str], list[str]]:
+    """The tables as the page, the terminal and github show them: decode rows folded (Shown.display),
+    what each short column label (Shown.labels) stands for (column_legend); (tables, the legend's lines
+    in label order, the fold's note when a row was folded)."""
+    folded, fold_note = shown.display
+    return folded, column_legend(folded, shown.labels), fold_note
 
 
 def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
@@ -281,7 +288,7 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     what was measured, then each table fitted (fit_table: roofline and tok/J columns dropped and said,
     image columns in blocks, cells wrapped) with its flags listed under it, then the notes."""
     width = max(width, 20)
-    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
+    ts, legend, fold_note = display_tables(shown)
     out = [front.title, "=" * min(width, columns(front.title)), ""]
     out += front.verdict.splitlines()
     out += ["", "What was measured", ""] + [f"- {line}" for line in front.measured]
@@ -311,7 +318,7 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     decode rows folded as the terminal folds them: folded_tables), their notes."""
     out = [f"# {md_text(front.title)}", front.verdict]
     out.append("## What was measured\n\n" + "\n".join(f"- {md_text(line)}" for line in front.measured))
-    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
+    ts, legend, fold_note = display_tables(shown)
     items = front.columns(legend)
     said = [f"- {md_text(n)}" + "".join(f"\n  - {md_text(x)}" for x in card) for n, card in items]
     out.append("## Columns\n\n" + "\n".join(said))
@@ -649,7 +656,7 @@ def render_html(shown: Shown, front: Front, drawn: plots.PlotSet) -> str:
     ]
     if not shown.tables:
         parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
-    ts, legend, fold_note = display_tables(shown.tables, shown.labels)
+    ts, legend, fold_note = display_tables(shown)
     if items := front.columns(legend) + [(n, []) for n in fold_note]:
         said = "".join(f"<li>{html_text(n)}{_ul(card) if card else ''}</li>" for n, card in items)
         parts.append(f'<h2>Columns</h2><ul class="columns">{said}</ul>')

@@ -538,7 +538,7 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
 
     shown = report.Shown.of(records, tables.ReportOptions())
     lines = [f"> **caveat**: {md_text(c)}" for c in shown.caveats] + ([""] if shown.caveats else [])
-    folded, fold_note = report.folded_tables(shown.tables)  # as `toolkit report` shows them
+    folded, fold_note = shown.display  # as `toolkit report` shows them
     for t in folded:
         headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup
         lines += [
