@@ -67,6 +67,19 @@ def test_log_lines_before_a_csvs_first_row_are_still_read_past() -> None:
     assert not [r for r in got if r.problem] and len(got) == len(rows) - 1, got
 
 
+@pytest.mark.parametrize("word", ["Killed", "Terminated", "42", "done."])
+def test_a_bare_word_after_a_csvs_rows_is_still_a_log_line(word: str) -> None:
+    """brk46b: a shell's `Killed` (a run's end, captured with `2>&1`) after rows is no start of their
+    first field: read past as before left46b, not a refused row "1 fields, the header has 42"; the same
+    word as a run's first row (after its header, of the file or appended) is still refused."""
+    rows = list(csv.reader((DATA / "llamabench-0c1e57098-cpu.csv").open()))
+    got = readers.read_csv(_bare_csv(rows) + word + "\n")
+    assert not [r for r in got if r.problem] and len(got) == len(rows) - 1, got
+    again = _bare_csv(rows) + _bare_csv(rows[:1]) + word + "\n" + _bare_csv(rows[1:])
+    got = readers.read_csv(again)
+    assert [r.line for r in got if r.problem] == [len(rows) + 2], [(r.line, r.problem) for r in got]
+
+
 JSONL = (DATA / "cases43" / "llamabench-0c1e57098-cpu-two-files-alike.jsonl").read_text().splitlines()
 
 

@@ -13,10 +13,12 @@ from toolkit.cli.common import (
     _store,
     builds_results_option,
     echo_json,
+    given_options,
     json_option,
     matrix_option,
 )
-from toolkit.core.errors import BadInput
+from toolkit.core import invocation
+from toolkit.core.errors import BadInput, RunInterrupted
 
 
 @click.command(epilog=EPILOG)
@@ -113,6 +115,7 @@ def tune(
 
     lm = _load(matrix_path)
     store = _store(lm, results_dir)
+    invocation.own(given_options(click.get_current_context(), ("matrix_path", "results_dir", "as_json")))
     (spec,) = lm.select_images((image,))
     if spec.runner != "llama-bench":
         raise BadInput(f"--image {image}: tune searches llama-bench knobs; {image} runs {spec.runner}")
@@ -249,7 +252,10 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
             strict=True,
             allow_concurrent=allow_concurrent,
         )
-        outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
+        try:
+            outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
+        except RunInterrupted as err:  # bench's `toolkit bench --resume` would bench the whole matrix
+            raise RunInterrupted(tune_interrupted(str(err))) from None
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
@@ -259,3 +265,19 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
         return resultindex.run_records(store, opts.run_id)
 
     return run_trial
+
+
+TUNE_AGAIN = "`{tune}` searches again (tune has no --resume; the trials measured so far stay in results/)"
+"""An interrupted tune's last words, in place of its trial's bench hint (bench.run.resume_hint)."""
+
+
+def tune_interrupted(text: str) -> str:
+    """An interrupted trial's message `text` (bench.run's RunInterrupted) with bench's `toolkit bench
+    --resume` hint replaced by TUNE_AGAIN naming this `toolkit tune` with its options (invocation.again):
+    pasted, bench's hint measured every image and model of the matrix at its own axes, not the search."""
+    from toolkit.bench import run as bench
+
+    again = TUNE_AGAIN.format(tune=invocation.again("tune"))
+    for hint in (bench.RESUME_HINT, bench.NOTHING_TO_RESUME):
+        text = text.replace(bench.resume_hint(hint), again)
+    return text

@@ -59,10 +59,12 @@ def csv_log_line(line: str, row_start: str = "") -> bool:
     written without its newline), which holds llama-bench's `","` between two quoted values; nor is an
     unquoted row cut inside its first field: a line that is the start of `row_start`, the first field of
     the row before it (`0c1e5` under rows of build `0c1e57098`: one run's rows share their build), or,
-    with no row before it to compare (a run's first row), one bare value (`0c1e5`, `tiny-qwen3.gg`:
-    _CUT_VALUE; a log line has words, a `name:` or only dots)."""
+    with no row before it to compare (a run's first row: `row_start` ""), one bare value (`0c1e5`,
+    `tiny-qwen3.gg`: _CUT_VALUE; a log line has words, a `name:` or only dots). After a row, a bare word
+    that is no start of its first field (`Killed`, `Terminated`: a shell's word on the run's end) is a
+    log line, read past as before."""
     s = line_text(line)
-    if s and (row_start.startswith(s) or _CUT_VALUE.fullmatch(s)):
+    if s and (row_start.startswith(s) if row_start else _CUT_VALUE.fullmatch(s)):
         return False
     return not s.startswith('"') and '","' not in s and ("," not in s or _LOG_PREFIX.match(s) is not None)
 

@@ -275,6 +275,7 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
             continue
         if header is None or _header_again(cells):  # another run appended (`-o csv >> FILE`): its header
             header = [c.strip() for c in cells]
+            row_start = ""  # a run's first row: no row of its own before it (cut_records.csv_log_line)
             twice = repeated_column(header)
             said = _column_twice(f"the header (line {first + line - 1})", twice) if twice else None
             if said is None and (other := not_llama_csv(header)) is not None:
