@@ -34,11 +34,13 @@ def _not_built_hint(output: str) -> str:
 
 
 @pytest.mark.parametrize("form", ["option", "environment"])
-def test_a_hint_names_the_engine_chosen_in_either_form(project, monkeypatch, form):
+@pytest.mark.parametrize("spelled", ["podman", "PODMAN"])
+def test_a_hint_names_the_engine_chosen_in_either_form(project, monkeypatch, form, spelled):
+    """Either form, in any case (brk46: `--engine PODMAN` was refused where TOOLKIT_ENGINE=PODMAN ran)."""
     monkeypatch.chdir(project)
     monkeypatch.delenv("TOOLKIT_ENGINE", raising=False)
-    head = ["--engine", "podman"] if form == "option" else []
-    env = {"TOOLKIT_ENGINE": "podman"} if form == "environment" else {}
+    head = ["--engine", spelled] if form == "option" else []
+    env = {"TOOLKIT_ENGINE": spelled} if form == "environment" else {}
     res = CliRunner().invoke(cli, [*head, "bench", "-i", "cpu", "--dry-run"], env=env)
     assert res.exit_code == 0, res.output
     assert _not_built_hint(res.output) == "toolkit --engine podman build -i cpu"

@@ -77,7 +77,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 )
 @click.option(
     "--engine",
-    type=click.Choice(["docker", "podman", "auto"]),
+    type=click.Choice(["docker", "podman", "auto"], case_sensitive=False),
     default=None,
     help="Container engine: docker, podman (rootful as root, rootless as any other user; its API "
     "service is started when needed) or auto. Default: $TOOLKIT_ENGINE, else auto: Docker where it is "
