@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
@@ -61,11 +62,12 @@ def test_an_interrupted_tune_names_tune_again_not_bench_resume(project, monkeypa
     from toolkit.cli.main import cli
     from toolkit.core.errors import RunInterrupted
 
-    def stopped(*args, **kwargs):
-        raise RunInterrupted(f"interrupted: the toolkit's containers were removed; {bench.resume_hint()}")
+    def stopped(lm, images, models, store, opts, *args, **kwargs):  # Ctrl-C mid-trial, as bench says it
+        raise bench._interrupted(opts, SimpleNamespace(summary=lambda: "1 record(s) saved"), [])
 
     monkeypatch.chdir(project)
     monkeypatch.setattr(bench, "run_bench", stopped)
+    monkeypatch.setattr(bench.engine, "remove_orphans", lambda **k: None)  # no engine in this test
     args = ["tune", "-i", "cpu", "-m", "tiny-qwen3moe", "--axis", "decode", "--budget", "5m"]
     res = CliRunner().invoke(cli, args)
     assert isinstance(res.exception, RunInterrupted), res.output  # main() maps it to exit 130

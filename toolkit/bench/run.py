@@ -84,7 +84,7 @@ def run_bench(
             outcomes += _execute(d, host, events, checked.get(id(d)))
     except KeyboardInterrupt:  # a container created just before Ctrl-C is not yet ours to remove
         signals.hold_for_stop()
-        raise _interrupted(opts.run_id, saver, decisions) from None
+        raise _interrupted(opts, saver, decisions) from None
     except FileSystemError as err:
         raise FileSystemError(f"{err}; {saver.summary()}") from None
     except Exception as err:  # the engine gone: EngineLost from a running container, or any later call
@@ -169,16 +169,19 @@ def _take_guards(
     return rg, lock
 
 
-def _interrupted(run_id: str, saver: Saver, decisions: list[Decision]) -> RunInterrupted:
+def _interrupted(opts: BenchOptions, saver: Saver, decisions: list[Decision]) -> RunInterrupted:
     """The error a Ctrl-C or SIGTERM stops the run with, once the run's containers are removed (or
-    could not be), saying what was saved and what `--resume` will do (_resume_hint)."""
+    could not be), saying what was saved and what `--resume` will do (_resume_hint), or what the caller
+    says instead (opts.again: tune, reproduce)."""
     try:
-        engine.remove_orphans(run_id=run_id)
+        engine.remove_orphans(run_id=opts.run_id)
         removed = "the toolkit's containers were removed"
     except Exception as err:  # the engine may be what went away
         removed = f"its containers could not be removed ({str(err)[:120]}); the next run removes them"
     # signals stay held: a further Ctrl-C must not kill the process while it reports and exits
-    return RunInterrupted(f"interrupted: {removed}; {saver.summary()}; {_resume_hint(decisions)}")
+    return RunInterrupted(
+        f"interrupted: {removed}; {saver.summary()}; {opts.again or _resume_hint(decisions)}"
+    )
 
 
 RESUME_HINT = "`{bench} --resume` continues where this run stopped"

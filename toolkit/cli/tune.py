@@ -18,7 +18,7 @@ from toolkit.cli.common import (
     matrix_option,
 )
 from toolkit.core import invocation
-from toolkit.core.errors import BadInput, RunInterrupted
+from toolkit.core.errors import BadInput
 
 
 @click.command(epilog=EPILOG)
@@ -251,11 +251,9 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
             allow_software_gpu=allow_software_gpu,
             strict=True,
             allow_concurrent=allow_concurrent,
+            again=TUNE_AGAIN.format(tune=invocation.again("tune")),  # bench's --resume: the whole matrix
         )
-        try:
-            outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
-        except RunInterrupted as err:  # bench's `toolkit bench --resume` would bench the whole matrix
-            raise RunInterrupted(tune_interrupted(str(err))) from None
+        outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
@@ -268,16 +266,6 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
 
 
 TUNE_AGAIN = "`{tune}` searches again (tune has no --resume; the trials measured so far stay in results/)"
-"""An interrupted tune's last words, in place of its trial's bench hint (bench.run.resume_hint)."""
-
-
-def tune_interrupted(text: str) -> str:
-    """An interrupted trial's message `text` (bench.run's RunInterrupted) with bench's `toolkit bench
-    --resume` hint replaced by TUNE_AGAIN naming this `toolkit tune` with its options (invocation.again):
-    pasted, bench's hint measured every image and model of the matrix at its own axes, not the search."""
-    from toolkit.bench import run as bench
-
-    again = TUNE_AGAIN.format(tune=invocation.again("tune"))
-    for hint in (bench.RESUME_HINT, bench.NOTHING_TO_RESUME):
-        text = text.replace(bench.resume_hint(hint), again)
-    return text
+"""An interrupted tune's last words (BenchOptions.again, with this `toolkit tune` and its options:
+invocation.again), in place of its trial's `toolkit bench --resume`, which measured every image and
+model of the matrix at its own axes, not the search."""

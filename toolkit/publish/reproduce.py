@@ -43,7 +43,7 @@ from toolkit.bench import run as bench
 from toolkit.bench.runners.base import BenchOptions, Events, model_sha256, tree_sha256
 from toolkit.core import backends, invocation
 from toolkit.core import registry as runners
-from toolkit.core.errors import BadInput, BuildFailed, RunInterrupted, refused_link
+from toolkit.core.errors import BadInput, BuildFailed, refused_link
 from toolkit.core.paths import contained, relative_path
 from toolkit.core.types import is_image_id, utc_now
 from toolkit.engine import api as engine
@@ -726,18 +726,12 @@ def _rerun(
         strict=True,
         allow_concurrent=allow_concurrent,
         pinned={c.name: c.image_id for c in rep.images},
+        # bench's `toolkit bench --resume` would bench the folder as a project
+        again="the same `toolkit reproduce` again re-runs every case (a reproduction has no --resume; its "
+        "records so far stay apart, superseded by the new run's)",
     )
     rep.new_run_id = opts.run_id
-    try:
-        outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
-    except RunInterrupted as err:  # bench's `toolkit bench --resume` would bench the folder as a project
-        raise RunInterrupted(
-            str(err).replace(
-                bench.resume_hint(),
-                "the same `toolkit reproduce` again re-runs every case (a reproduction has no --resume; its "
-                "records so far stay apart, superseded by the new run's)",
-            )
-        ) from None
+    outcomes = bench.run_bench(blm, list(blm.m.images), list(blm.m.models), work_store, opts, events)
     rep.notes += [f"{o.image} x {o.model}: {o.status}: {o.reason}" for o in outcomes if o.status != "ok"]
     again = resultindex.run_records(work_store, opts.run_id)  # by its id: --results may hold a history
     rep.rows = compare_records(recorded, again, rep.threshold)

@@ -66,6 +66,9 @@ class BenchOptions:
     yes: bool = False  # run a matrix of more than CONFIRM_CASES test cases
     # sample host and GPU state during the run (toolkit.bench.observe): telemetry + flags on every record
     telemetry: bool = True
+    # an interrupted run's last words in place of `toolkit bench --resume` (bench.run._resume_hint), for a
+    # caller that has no --resume of its own to offer: tune, reproduce
+    again: str | None = None
     run_id: str = field(default_factory=new_run_id)
     saver: records.Saver | None = field(default=None, repr=False)  # set by run_bench: writes every record
 
