@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.core.text import shell_word
+from toolkit.core.text import shell_join
 
 _GIVEN: dict[str, str] = {}
 _OWN: list[str] = []
@@ -62,7 +62,7 @@ def again(name: str, *args: str) -> str:
 
 def command(name: str, *args: str, matrix: Path | None = None, results: Path | None = None) -> str:
     """`toolkit [--engine E] NAME [--matrix M] [--results R] ARGS...`: the command line to suggest,
-    quoted for a POSIX shell (text.shell_word: a path with spaces or a control character pastes as
+    quoted for a POSIX shell (text.shell_join: a path with spaces or a control character pastes as
     itself), without backticks. `name` is the subcommand ("build", "fetch-model"); `args` its own
     further arguments ("-i", "cpu"), in order. `matrix` and `results`: the matrix file and results
     folder the caller works on (LoadedMatrix.path, ResultStore.root), else those given on the command
@@ -84,4 +84,4 @@ def command(name: str, *args: str, matrix: Path | None = None, results: Path | N
         words += ["--matrix", str(matrix)]
     if results is not None and "results" in takes:
         words += ["--results", str(results)]
-    return " ".join(shell_word(w) for w in [*words, *args])
+    return shell_join([*words, *args])
