@@ -93,3 +93,24 @@ def test_a_dry_runs_command_names_a_path_with_an_escape_as_itself(tmp_path, matr
     ).stdout.split(b"\0")
     mount = next(w for w in argv if w.startswith(b"type=bind,source="))
     assert mount.startswith(b"type=bind,source=" + bytes(proj)), mount
+
+
+@pytest.mark.parametrize("cell", ["tg64@pp8192x", "tg64@pp8192 @ d512", "tg64@pp8192+tg1"])
+def test_an_md_test_cell_that_only_starts_like_a_gp_test_is_refused(cell):
+    """GP_TEST lost its `^...$` when it moved beside gp_counts (which fullmatches it); the md reader kept
+    `.match`, so `tg64@pp8192x` read as tg64 @ d8192 where it was refused before. Both fullmatch."""
+    from toolkit.runtimes.llama_bench import readers
+
+    head = "| model | size | params | backend | ngl | test | t/s |\n| --- | ---: | ---: | --- | --: | ---: | ---: |\n"
+    row = f"| qwen3moe 30B.A3B Q4_K - Medium | 16.49 GiB | 30.53 B | CUDA | 99 | {cell} | 120.50 ± 0.30 |\n"
+    gp = (
+        "| qwen3moe 30B.A3B Q4_K - Medium | 16.49 GiB | 30.53 B | CUDA | 99 | tg64@pp8192 | 120.50 ± 0.30 |\n"
+    )
+    bad, good = readers.read_md(head + row + gp)
+    assert bad.problem and "is not a llama-bench test name" in bad.problem, bad
+    assert (good.problem, good.fields["n_prompt"], good.fields["n_gen"], good.fields["n_depth"]) == (
+        None,
+        0,
+        64,
+        8192,
+    )

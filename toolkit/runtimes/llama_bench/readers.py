@@ -499,7 +499,7 @@ def _md_row(header: list[str], cells: list[str], line: int) -> SourceRow:
             problem = f"{name} cell of {len(text)} characters: not a llama-bench {name}"
             continue
         if name == "test":
-            gp = GP_TEST.match(text)
+            gp = GP_TEST.fullmatch(text)
             if gp:  # tg64@pp8192: tg64 at a depth of 8192
                 fields.update(n_prompt=0, n_gen=int(gp.group("g")), n_depth=int(gp.group("d")))
                 continue
