@@ -138,10 +138,12 @@ def test_a_typo_of_the_stand_ins_path_generates_no_second_model(project, monkeyp
     matrix = project / "matrix.yaml"
     matrix.write_text(matrix.read_text().replace("path: models/tiny-qwen3moe.gguf", f"path: {typo}"))
     plan = CliRunner().invoke(cli, ["bench", "-i", "cpu", "-m", "tiny-qwen3moe", "--dry-run"])
-    assert f"a real run refuses this model: {project / typo} is absent" in plan.output, plan.output
+    key = f"{matrix}: models[tiny-qwen3moe].path: "  # the file and key to fix, as bad input is named
+    assert f"a real run refuses this model: {key}{project / typo} is absent" in plan.output, plan.output
     for args in (["fetch-model", "tiny-qwen3moe"], ["bench", "-i", "cpu", "-m", "tiny-qwen3moe"]):
         res = tk(project, *args)
         assert res.returncode == 4, res.stderr
+        assert f"{key}{project / typo} is absent" in res.stderr, res.stderr
         assert f"{project / 'models/tiny-qwen3moe.gguf'} exists: a typo of the model's path?" in res.stderr
     assert not (project / typo).exists() and not (project / "modles").exists()
     assert sorted(p.name for p in (project / "models").iterdir()) == ["tiny-qwen3moe.gguf"]
@@ -154,7 +156,21 @@ def test_a_stand_in_beside_other_files_of_near_names_is_generated(tmp_path):
 
     generate_tiny_qwen3moe(tmp_path / "models" / "tiny-b.gguf", seed=1)
     (tmp_path / "models" / ".tiny-gen.gguf.x1.tmp").write_bytes(b"")
-    assert ensure_model_file(tmp_path / "models" / "tiny-gen.gguf", "tiny-qwen3moe").is_file()
+    assert ensure_model_file(tmp_path / "models" / "tiny-gen.gguf", "tiny-qwen3moe", named={}).is_file()
+
+
+def test_a_recorded_stand_in_is_generated_at_its_recorded_name_beside_a_near_namesake(tmp_path):
+    """reproduce generates a published run's stand-ins at the names run.json records (`named` None: no
+    one typed them). A run of two stand-ins `tiny-a.gguf` and `tiny-b.gguf` of the same bytes had its
+    second refused as a typo of the first; a matrix path (`named` given) still is."""
+    from toolkit.core.errors import BadInput
+    from toolkit.models.tiny import ensure_model_file
+
+    models = tmp_path / "models"
+    ensure_model_file(models / "tiny-a.gguf", "tiny-qwen3moe")
+    with pytest.raises(BadInput, match="tiny-a.gguf exists: a typo"):
+        ensure_model_file(models / "tiny-b.gguf", "tiny-qwen3moe", named={})
+    assert ensure_model_file(models / "tiny-b.gguf", "tiny-qwen3moe").is_file()
 
 
 def test_the_interrupted_bench_hint_repeats_the_options_the_user_gave():

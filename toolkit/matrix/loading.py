@@ -52,14 +52,16 @@ class LoadedMatrix:
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.root / p)
 
-    def model_paths(self) -> list[Path]:
-        """Every model path the matrix names (models[].path, resolved as `resolve` does), for a stand-in's
-        typo check (models.tiny.namesake_refusal): another model of the matrix is no typo. A path a
+    def model_paths(self) -> dict[Path, str]:
+        """Every model path the matrix names (models[].path, resolved as `resolve` does) -> where it is
+        named (`matrix.yaml: models[NAME].path`), for a stand-in's typo check (models.tiny.namesake_refusal):
+        another model of the matrix is no typo, and a refusal names the file and key to fix. A path a
         confined matrix may not name is left out (its own model's check refuses it)."""
-        paths = []
+        paths: dict[Path, str] = {}
         for model in self.m.models:
+            key = f"models[{model.name}].path"
             try:
-                paths.append(self.resolve(model.path, what=f"models[{model.name}].path"))
+                paths.setdefault(self.resolve(model.path, what=key), f"{self.path}: {key}")
             except BadInput:
                 continue
         return paths

@@ -24,7 +24,7 @@ from toolkit.core.errors import BadInput
 from toolkit.core.text import path_text
 
 if TYPE_CHECKING:  # numpy and gguf (~0.1 s of imports) load only when a model is generated
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterator, Mapping
 
     import gguf
     import numpy as np
@@ -253,18 +253,21 @@ def _ones(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.float32)
 
 
-def ensure_model_file(path: Path | str, generate: str | None, *, named: Iterable[Path] = ()) -> Path:
+def ensure_model_file(
+    path: Path | str, generate: str | None, *, named: Mapping[Path, str] | None = None
+) -> Path:
     """Return `path` if it exists; create it when `generate` names a generator; else raise BadInput.
 
     `generate` is None or one of GENERATOR_NAMES ("tiny-qwen3moe"). BadInput too, nothing generated,
     where `path` is a typo of one that exists (namesake_refusal: a typo of the stand-in's path made a
-    second stand-in without a word); `named`: the paths the matrix names (LoadedMatrix.model_paths),
-    never taken for the path meant.
+    second stand-in without a word); `named`: the paths the matrix names and where (LoadedMatrix.model_paths),
+    never taken for the path meant; None for a path no one typed (a published run's recorded file name,
+    reproduce): no typo check, its stand-ins are generated at the names they were recorded with.
     """
     path = Path(path)
     if path.exists():
         return path
-    if generate is not None and (why := namesake_refusal(path, generate, named=named)):
+    if generate is not None and named is not None and (why := namesake_refusal(path, generate, named=named)):
         raise BadInput(why)
     if generate == "tiny-qwen3moe":
         return generate_tiny_qwen3moe(path)
@@ -282,21 +285,24 @@ def ensure_model_file(path: Path | str, generate: str | None, *, named: Iterable
     )
 
 
-def namesake_refusal(path: Path, generate: str, *, named: Iterable[Path] = ()) -> str | None:
+def namesake_refusal(path: Path, generate: str, *, named: Mapping[Path, str] | None = None) -> str | None:
     """Why a stand-in (`generate`) is not generated at the absent `path`: a typo of a path that
     exists (near_namesake), where that path is a stand-in of the same bytes (same_stand_in: a
     file's own name mistyped) or the typo is in a folder above it; None otherwise (`tiny-gen.gguf`
     beside another seed's `tiny-b.gguf` is generated), and None where the path that exists is one of
     `named` (the matrix's own model paths: `tiny-a.gguf` and `tiny-b.gguf` both in the matrix are two
-    stand-ins asked for, not a typo)."""
+    stand-ins asked for, not a typo). The refusal opens with where `named` says `path` is named (`matrix.yaml:
+    models[NAME].path`), the file and key to fix."""
+    keys = {Path(p).absolute(): key for p, key in (named or {}).items()}
     near = near_namesake(path)
-    if near is None or near.absolute() in {Path(p).absolute() for p in named}:
+    if near is None or near.absolute() in keys:
         return None
     if near.parent == path.parent and not same_stand_in(near, generate):
         return None
+    where = f"{keys[path.absolute()]}: " if path.absolute() in keys else ""
     return (
-        f"{path_text(path)} is absent and would be generated (`generate: {generate}`), but "
-        f"{path_text(near)} exists: a typo of the model's path? fix the path (a stand-in is not "
+        f"{where}{path_text(path)} is absent and would be generated (`generate: {generate}`), but "
+        f"{path_text(near)} exists: a typo of the model's path? fix `path` (a stand-in is not "
         "generated again at a near namesake of one that exists)"
     )
 
