@@ -8,12 +8,14 @@ and the host is tests/support/hosts.py's fake R9700 host (hostname r9700-box).""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from tests.support.hosts import IMAGES, fake_host
 from toolkit.host.doctor import diagnose, format_doctor
+from toolkit.host.doctor_checks import remote_engine
 
 DATA = Path(__file__).resolve().parent / "data"
 REMOTE = json.loads((DATA / "cases43" / "docker-info-remote-context.json").read_text())
@@ -67,6 +69,26 @@ def test_a_local_engine_address_is_this_host(tmp_path, where):
     rep, text = _doctor(tmp_path, info, {"DOCKER_HOST": where})
     assert _gpu_runnable(rep) == [True, True, True], text
     assert "remote" not in text and "daemon runs on a host named" not in text, text
+
+
+def _own_lan_address() -> str:
+    """This host's source address toward a public one (a UDP connect sends no packet), else a skip."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+        except OSError:
+            pytest.skip("no IPv4 route on this host")
+        return s.getsockname()[0]
+
+
+def test_this_hosts_own_lan_address_is_this_host(tmp_path):
+    """Reproducer: DOCKER_HOST=tcp://<this host's LAN address> (a daemon listening on its LAN interface)
+    made every GPU image `cannot run here: remote Docker engine`."""
+    own = _own_lan_address()
+    assert remote_engine({}, {"DOCKER_HOST": f"tcp://{own}:2375"}, "r9700-box") is None
+    rep, text = _doctor(tmp_path, {**LOCAL, "Name": "r9700-box"}, {"DOCKER_HOST": f"tcp://{own}:2375"})
+    assert _gpu_runnable(rep) == [True, True, True], text
+    assert remote_engine({}, {"DOCKER_HOST": "tcp://192.0.2.254:2375"}, "r9700-box") is not None
 
 
 def test_a_daemon_of_another_name_on_the_local_context_is_warned_of_not_refused(tmp_path):

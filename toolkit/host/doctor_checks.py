@@ -471,8 +471,9 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhos
 def _this_host(host: str, hostname: str | None) -> bool:
     """Whether the address `host` of DOCKER_HOST reaches this host: a loopback or unspecified address in
     any spelling the resolver takes (`127.1`, `0x7f.1`, `2130706433`, `[::ffff:127.0.0.1]`,
-    `[0:0:0:0:0:0:0:1]`, `0`), `localhost` and its kin (`localhost.`, `*.localhost`, `ip6-localhost`),
-    or this host's own name (`hostname`, its first label compared as remote_engine compares a daemon's)."""
+    `[0:0:0:0:0:0:0:1]`, `0`), an address of this host's own interfaces (_own_address), `localhost` and
+    its kin (`localhost.`, `*.localhost`, `ip6-localhost`), or this host's own name (`hostname`, its
+    first label compared as remote_engine compares a daemon's)."""
     name = host.strip().lower().removesuffix(".")
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
@@ -486,8 +487,21 @@ def _this_host(host: str, hostname: str | None) -> bool:
             addr = None
     if addr is not None:
         mapped = getattr(addr, "ipv4_mapped", None) or addr
-        return mapped.is_loopback or mapped.is_unspecified
+        return mapped.is_loopback or mapped.is_unspecified or _own_address(mapped)
     return bool(hostname) and _short_host(name) == _short_host(hostname or "")
+
+
+def _own_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `addr` belongs to one of this host's interfaces (its LAN address, a bridge's gateway such
+    as docker0's 172.17.0.1): the kernel's own answer, a bind to it succeeds (EADDRNOTAVAIL for an
+    address of another host). No packet is sent."""
+    family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind((str(addr), 0))
+    except OSError:
+        return False
+    return True
 
 
 _LOCAL_CONTEXTS = frozenset({"", "default", "rootless"})
