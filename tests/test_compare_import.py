@@ -526,3 +526,19 @@ def test_a_contended_slowdown_is_never_within_noise_and_its_flags_show_in_the_ta
     store = store_with(tmp_path / "edge", quiet(base) + edge)
     text = compare_text.format_comparison(compare.compare(store, base[0].image.digest[:19], "0e0e0e0e"))
     assert "**0.948**" in text and "regression (< 0.950)" in text
+
+
+def test_a_noisy_side_does_not_hide_a_large_slowdown(tmp_path):
+    """nc47 S1: with a relative stddev above ~50 % on a side the noise band (2 x combined relative
+    stddev) passed 100 %, and it was held against 1 - B/A, which never does: a 74x slowdown was "slower
+    within noise (± 134%)", exit 0. The band is a margin of the faster side over the slower (A/B - 1),
+    as the verdict's and the speedup's own rule is: the same cells 74x slower are a regression (exit 6)
+    while 0.8x stays within their noise."""
+    base = load(CPU_A)  # rsd 40-107 %: a loaded 2-core host
+    slow = scaled(base, 1 / 74, digest="sha256:" + "0bad" * 16, run_id="noisy-74x")
+    store = store_with(tmp_path / "noisy", base + slow)
+    res = invoke("compare", "--results", str(store.root), base[0].image.digest[:19], "0bad0bad")
+    assert isinstance(res.exception, Regression) and res.exception.exit_code == 6, res.output
+    assert "within noise" not in res.output.replace("agree within the noise band", ""), res.output
+    c = compare.compare(store, base[0].image.digest[:19], "0bad0bad")
+    assert c.rows and all(0 < r.noise < 1 for r in c.rows) and len(c.regressions) == len(c.rows)

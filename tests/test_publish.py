@@ -434,3 +434,16 @@ def test_a_test_beyond_noise_on_a_flagged_cell_is_held_not_a_failed_reproduction
         rep.verdict == rp.VERDICT_NOT
         and "1 missing, 1 beyond noise on a flagged cell" in repro_output.format_reproduction(rep)
     )
+
+
+def test_a_noisy_side_does_not_hide_a_large_slowdown():
+    """nc47 S1: the noise band (2 x combined relative stddev) was held against 1 - B/A itself; with a
+    side's relative stddev of 66 % the band is 134 %, and a slowdown can never pass 100 %: a 74x slower
+    re-run (or compare side) was `within noise`. The band is a margin of the faster over the slower."""
+    recorded = bench_records("a", sd=0.05)
+    slow = repro.compare_records(recorded, bench_records("b", scale=1 / 74, sd=0.66), threshold=5)
+    assert slow and not any(r.ok for r in slow)
+    assert all(0 < r.noise < 1 for r in slow) and slow[0].delta == pytest.approx(1 / 74 - 1)
+    # the same band said as a gain: B 1.3x faster with the same noise is within it
+    fast = repro.compare_records(recorded, bench_records("b", scale=1.3, sd=0.66), threshold=5)
+    assert all(r.ok for r in fast) and fast[0].noise == pytest.approx(2 * (0.05**2 + 0.66**2) ** 0.5)

@@ -6,9 +6,10 @@ are shown, speedup = compare ÷ baseline. Two sides with nothing in common are a
 sides of a row hold a valid energy (tables.energy), tokens per joule of each and their ratio B ÷ A
 are shown beside the speedup (a ratio above 1: B does more work per joule).
 
-A regression is a test slower in B by more than the threshold AND by more than its noise: twice the
-combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict's rule, toolkit.analysis
-.verdict; a single sample's unknown stddev counts as 0 and is named). Where both sides' cells carry a 95 %
+A regression is a test slower in B by more than the threshold AND by more than its noise: A/B - 1
+beyond twice the combined relative stddev of the two sides, sqrt(rsd_A² + rsd_B²) (the verdict's rule,
+toolkit.analysis.verdict, a margin of the faster side over the slower, so a noisy side never hides a
+74x slowdown; a single sample's unknown stddev counts as 0 and is named). Where both sides' cells carry a 95 %
 confidence interval (>= 3 process repeats, facts.Interval) the noise is the intervals instead: a
 regression needs B's interval wholly below A's (tables.margin_band). A slowdown within noise is shown
 as such, not counted; so is a speedup within noise (B/A - 1 no larger than margin_band of B over A, the
@@ -41,7 +42,6 @@ from toolkit.analysis.tables import (
     image_label,
     is_cpu_fallback,
     margin_band,
-    noise_band,
     row_label,
     select_latest,
     value,
@@ -87,12 +87,13 @@ class CompareRow:
 
     @property
     def noise(self) -> float:
-        """The slowdown 1 - B/A its noise can explain (a fraction): where both sides carry an interval,
-        up to where B's interval top meets A's interval bottom (tables.margin_band); else twice the
-        combined relative stddev of the sides (unknown stddev counts 0)."""
-        if self.by_interval:
-            return 1 - 1 / (1 + margin_band(self.fa, self.fb))
-        return noise_band(self.fa.rsd or 0.0, self.fb.rsd or 0.0)
+        """The slowdown 1 - B/A its noise can explain (a fraction, below 1): the margin A/B - 1 that
+        margin_band asks of A over B (the intervals apart where both sides carry one, else twice the
+        combined relative stddev; unknown stddev counts 0), said as a slowdown, as gain_noise is the
+        same rule said as a gain. The band held against 1 - B/A itself could pass 100 % (a side's
+        relative stddev above ~50 %): no slowdown, however large, was then a regression."""
+        band = margin_band(self.fa, self.fb)
+        return band / (1 + band)
 
     @property
     def gain_noise(self) -> float:

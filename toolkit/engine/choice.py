@@ -11,6 +11,7 @@ other user) are two engines: separate image stores, separate sockets, separate `
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -259,7 +260,7 @@ def client():
     if where in _CONTEXTS:
         at = f" at {where!r} (docker context {_CONTEXTS[where]!r})"
     try:
-        c = _local(docker.from_env(timeout=REQUEST_TIMEOUT_S))
+        c = _adapted(docker.from_env(timeout=REQUEST_TIMEOUT_S))
         c.ping()
         _CLIENTS[where] = c
         return c
@@ -444,13 +445,39 @@ def _cached(key: str):
     return None
 
 
-def _local(c):
-    """`c`, told not to read the environment's proxy settings on every request when it talks to a
-    Unix socket: proxies do not apply there (the SDK's Unix-socket adapter ignores them), yet requests
-    looked them up in os.environ for each call (~0.1 ms of CPU a request, ~50 requests a bench)."""
+def _adapted(c):
+    """`c` (a docker.DockerClient), told not to read the environment's proxy settings on every request
+    when it talks to a Unix socket: proxies do not apply there (the SDK's Unix-socket adapter ignores
+    them), yet requests looked them up in os.environ for each call (~0.1 ms of CPU a request, ~50
+    requests a bench); and given _error_message as a response hook."""
     if getattr(c.api, "base_url", "") == "http+docker://localhost":  # the SDK's name for a unix:// host
         c.api.trust_env = False
+    c.api.hooks["response"].append(_error_message)
     return c
+
+
+def _error_message(response, *_args, **_kwargs):
+    """A requests response hook: an engine's error answer (status >= 400) whose JSON body has no
+    top-level string `message` gets one, with the engine's own words (`errorDetail.message`, `error`,
+    else the body). docker-py 7.1's create_api_error_from_http_exception reads body["message"] and
+    raised KeyError (a traceback) where Podman 5's compat API answers a push or pull with a 500 of the
+    progress-stream shape `{"errorDetail": {"message": ...}, "error": ...}`; with the message the SDK
+    raises its APIError, which every engine call here catches."""
+    if response.status_code < 400:
+        return response
+    try:
+        body = response.json()
+    except ValueError:  # not JSON: the SDK quotes the text itself
+        return response
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return response
+    detail = body.get("errorDetail") if isinstance(body, dict) else None
+    words = (detail.get("message") if isinstance(detail, dict) else None) or (
+        body.get("error") if isinstance(body, dict) else None
+    )
+    text = words if isinstance(words, str) and words.strip() else json.dumps(body)[:2000]
+    response._content = json.dumps({"message": text}).encode()  # requests' body, read once above
+    return response
 
 
 def _podman_client():
@@ -465,7 +492,7 @@ def _podman_client():
     started = ""
     for attempt in range(2):
         try:
-            c = _local(docker.DockerClient(base_url=f"unix://{path}", timeout=REQUEST_TIMEOUT_S))
+            c = _adapted(docker.DockerClient(base_url=f"unix://{path}", timeout=REQUEST_TIMEOUT_S))
             c.ping()
             _CLIENTS[key] = c
             return c

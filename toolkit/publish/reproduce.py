@@ -9,7 +9,8 @@
    runner's settings block as its records state it (asked of the runner through the registry:
    `Runner.settings_from_records`).
 4. Each recorded test is compared with its re-run: delta = reproduced / recorded - 1, noise =
-   max(2 x combined relative stddev: tables.noise_band, the one rule, threshold); the run reproduces when every test is within noise.
+   max(2 x combined relative stddev: tables.noise_band, the one rule, as a margin of the faster over the
+   slower; threshold); the run reproduces when every test is within noise.
    Where both hold a valid energy (tables.energy), tokens per joule recorded vs reproduced and their
    delta are shown too (information: the verdict is on tok/s).
 
@@ -399,7 +400,9 @@ def compare_records(
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
     by identity.match_tests, decode rows folded over the micro-batch as the report and compare fold
     them (compare.fold_decode: a tg test measured at several ub whose tok/s agree within noise is one
-    row, `tg128`); noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %)."""
+    row, `tg128`); noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %) as a margin of the
+    faster side over the slower (a slowdown's noise band / (1 + band): a band past 100 % no longer
+    lets any slowdown reproduce)."""
 
     def usable(recs: list[BenchRecord]) -> list[BenchRecord]:
         return [r for r in select_latest(recs) if value(r)]
@@ -439,7 +442,8 @@ def compare_records(
             va, vb = value(ra), value(rb)
             assert va and vb  # usable() keeps only records with a tok/s value
             delta = vb / va - 1
-            noise = max(noise_band(_rel_sd(ra), _rel_sd(rb)), floor)
+            band = noise_band(_rel_sd(ra), _rel_sd(rb))  # a margin of the faster over the slower
+            noise = max(band if delta >= 0 else band / (1 + band), floor)  # said as delta is: below 1 slower
             rows.append(ReproRow(name, label, ra.model.name, ra, rb, delta, noise, abs(delta) <= noise))
     return rows
 
