@@ -480,5 +480,5 @@ def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) 
 def ceiling(r: BenchRecord, use: GpuUse | None = None) -> Roofline | None:
     """Record `r` against the most its GPUs could do together (N x one card's peak in any split): a
     fraction above 1 is impossible (caches, a wrong model size, or a wrong GPU). None when unknown.
-    `use`: gpu_use(r) where the caller has it."""
-    return assess(r, ceiling=True, use=use).roofline
+    `use`: gpu_use(r) where the caller has it (no GPU, or not known how many: None, no yardstick)."""
+    return None if use is not None and not use.count else assess(r, ceiling=True, use=use).roofline

@@ -78,6 +78,7 @@ from toolkit.results.index_rows import (
     R_OFF,
     R_POS,
     R_SUM,
+    R_WRITTEN,
     Head,
     RecordSelection,
     StaleIndex,
@@ -101,7 +102,7 @@ from toolkit.results.records import (
     _parse_line,
     bench_record,
 )
-from toolkit.results.sequence import TRUSTED_SEQ, clock_skew_of, untrusted_note
+from toolkit.results.sequence import TRUSTED_SEQ, clock_skew_of, untrusted_note, written_at
 
 
 def load(
@@ -153,7 +154,8 @@ def load(
                     f"{h.path}:{h.line}: {problem or 'not the record the index listed'}: the file was "
                     "rewritten while it was read; run the command again"
                 )
-            rec._clock_skew = clock_skew_of(rec.created, skewed.get((h.row[R_FILE], h.line)), now)
+            t = h.row[R_WRITTEN] if same else written_at(rec.created)  # the index's, of these bytes
+            rec._clock_skew = clock_skew_of(t, rec.created, skewed.get((h.row[R_FILE], h.line)), now)
             _share(rec, last)
             if same and (key := key_of(keys.get(h.row[R_KEY], b""), parts)) is not None:
                 identity.known_key(rec, key)
@@ -176,12 +178,9 @@ def _spans(heads: Sequence[Head]) -> dict[Path, tuple[int, int]]:
     hi: dict[Path, int] = {}
     need: dict[Path, int] = {}
     for h in heads:
-        off, end = h.row[R_OFF], h.row[R_OFF] + h.row[R_LEN]
-        p = h.path
-        if p in lo:
-            lo[p], hi[p], need[p] = min(lo[p], off), max(hi[p], end), need[p] + h.row[R_LEN]
-        else:
-            lo[p], hi[p], need[p] = off, end, h.row[R_LEN]
+        p, off, size = h.path, h.row[R_OFF], h.row[R_LEN]
+        lo[p], need[p] = min(lo.get(p, off), off), need.get(p, 0) + size
+        hi[p] = max(hi.get(p, 0), off + size)
     return {p: (lo[p], hi[p]) for p in lo if hi[p] - lo[p] <= 2 * need[p] + (1 << 16)}
 
 

@@ -127,11 +127,10 @@ def written_at(created: str) -> float | None:
     return dt.timestamp()
 
 
-def clock_skew_of(created: str, earlier: float | None, now: float) -> str | None:
-    """Why a record's `created` disagrees with the store's order, or None: in the future of `now` by more
-    than CLOCK_SKEW_AHEAD_S, or more than CLOCK_SKEW_BACK_S before `earlier`, the latest `created` (Unix
-    time) of the records written before it in the same store."""
-    t = written_at(created)
+def clock_skew_of(t: float | None, created: str, earlier: float | None, now: float) -> str | None:
+    """Why a record's `created` (Unix time `t`: written_at(created), None if not a time) disagrees with the
+    store's order, or None: in the future of `now` by more than CLOCK_SKEW_AHEAD_S, or more than
+    CLOCK_SKEW_BACK_S before `earlier`, the latest `created` (Unix time) of its store's earlier records."""
     if t is None:
         return None
     if t > now + CLOCK_SKEW_AHEAD_S:
@@ -151,13 +150,13 @@ def mark_clock_skew(records: Iterable[tuple[str, BenchRecord]], now: float | Non
     by_store: dict[str, list[BenchRecord]] = {}
     for part, r in records:
         if r.seq is None:
-            r._clock_skew = clock_skew_of(r.created, None, now)
+            r._clock_skew = clock_skew_of(written_at(r.created), r.created, None, now)
         else:
             by_store.setdefault(part, []).append(r)
     for recs in by_store.values():
         latest: float | None = None
         for r in sorted(recs, key=lambda x: x.seq or 0):
-            r._clock_skew = clock_skew_of(r.created, latest, now)
             t = written_at(r.created)
+            r._clock_skew = clock_skew_of(t, r.created, latest, now)
             if t is not None and (latest is None or t > latest):
                 latest = t
