@@ -196,6 +196,29 @@ def test_compare_counts_a_slowdown_whose_intervals_are_apart(tmp_path):
     assert c.is_regression(row) and c.regressions == [row]
 
 
+def test_an_interval_reaching_zero_bounds_nothing_and_the_stddev_rule_judges(tmp_path):
+    """brk47 F1: three processes of 20/200/380 tok/s give a 95 % interval reaching below 0 (its
+    ci_band is infinite): a 100x slowdown to 2/2.2/1.8 was "slower within noise (the 95% intervals
+    overlap)" (and NaN after the band became a margin of the faster side). An interval whose low end is
+    at or below 0 bounds nothing: the pair is judged by the stddev rule, in compare, the verdict and the
+    table's best cell alike."""
+    c = _compare(
+        tmp_path,
+        processes("hip", [20.0, 200.0, 380.0], run_id="run-a"),
+        processes("hip", [2.0, 2.2, 1.8], run_id="run-b", digest="sha256:" + "b" * 64),
+    )
+    (row,) = c.rows
+    assert row.fa.ci is not None and row.fa.ci.low < 0 and row.fb.ci is not None and not row.by_interval
+    assert 0 < row.noise < 1 and c.is_regression(row)
+    assert compare_text.comparison_json(c)["rows"][0]["noise_basis"] == "stddev"
+    recs = processes("hip", [20.0, 200.0, 380.0]) + processes(
+        "vk", [2.0, 2.2, 1.8], digest="sha256:" + "b" * 64
+    )
+    av = verdict.verdict(select_for_report(recs)).axes["decode"]
+    assert not av.by_interval and math.isfinite(av.noise) and av.winner == av.groups[0].entries[0].image
+    assert math.isfinite(av.groups[0].noise(0.03))
+
+
 def test_compare_with_an_interval_on_one_side_only_keeps_the_stddev_rule(tmp_path):
     c = _compare(
         tmp_path,

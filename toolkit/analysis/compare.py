@@ -40,6 +40,7 @@ from toolkit.analysis.tables import (
     fold_decode_ub,
     id_value,
     image_label,
+    interval_rels,
     is_cpu_fallback,
     margin_band,
     row_label,
@@ -82,8 +83,8 @@ class CompareRow:
 
     @property
     def by_interval(self) -> bool:
-        """Both sides carry a 95 % interval (>= 3 processes each): the noise is their intervals."""
-        return self.fa.ci is not None and self.fb.ci is not None
+        """Both sides carry a 95 % interval above 0 (tables.interval_rels): the noise is their intervals."""
+        return interval_rels(self.fa, self.fb) is not None
 
     @property
     def noise(self) -> float:

@@ -268,10 +268,12 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                 "ci_high_a": ci.high if (ci := r.fa.ci) else None,
                 "ci_low_b": ci.low if (ci := r.fb.ci) else None,
                 "ci_high_b": ci.high if (ci := r.fb.ci) else None,
-                "noise": r.noise,
+                "noise": r.noise
+                if r.speedup < 1
+                else r.gain_noise,  # said as the change is: a slowdown's, a gain's
                 "noise_basis": "ci95" if r.by_interval else "stddev",
                 "noise_unknown": r.noise_unknown,
-                "within_noise": c.within_noise(r),
+                "within_noise": c.within_noise(r) or c.faster_within_noise(r),
                 "held": c.held(r),
                 "flags": r.flags,
                 "tok_per_j_a": ea.tok_per_j if (ea := r.fa.energy) else None,

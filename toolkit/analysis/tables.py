@@ -65,6 +65,7 @@ __all__ = [
     "fmt_tok_per_j",
     "fold_decode_ub",
     "id_value",
+    "interval_rels",
     "image_label",
     "is_cpu_fallback",
     "margin_band",
@@ -126,13 +127,23 @@ def ci_band(rel_hi: float, rel_lo: float) -> float:
     return (1 + rel_lo) / (1 - rel_hi) - 1 if rel_hi < 1 else math.inf
 
 
+def interval_rels(hi: Any, lo: Any) -> tuple[float, float] | None:
+    """The relative half-widths (Interval.rel) of two cells' 95 % intervals (Facts, verdict Entries:
+    anything with `.ci`) where the pair is judged by them: both carry one whose low end is above 0
+    tok/s; else None. An interval reaching 0 or below (three
+    processes whose means spread ~40 % or more) bounds nothing: its ci_band is infinite, which made any
+    slowdown or lead noise; such a pair is judged by the stddev rule (noise_band), as one without."""
+    a, b = hi.ci, lo.ci
+    return (a.rel(), b.rel()) if a is not None and b is not None and a.low > 0 and b.low > 0 else None
+
+
 def margin_band(hi: Facts, lo: Facts) -> float:
     """The one noise rule of the verdict's margins, compare's regressions and the tables' best cell,
     as a margin hi / lo - 1 the faster cell `hi` must exceed over `lo`: where both cells carry a 95 %
-    interval (Facts.ci, >= 3 processes) the intervals must not overlap (ci_band), else the noise band
-    of their relative stddevs (noise_band; an unknown stddev counts 0)."""
-    if hi.ci is not None and lo.ci is not None:
-        return ci_band(hi.ci.rel(), lo.ci.rel())
+    interval above 0 (interval_rels) the intervals must not overlap (ci_band), else the noise band of
+    their relative stddevs (noise_band; an unknown stddev counts 0)."""
+    if (rels := interval_rels(hi, lo)) is not None:
+        return ci_band(*rels)
     return noise_band(hi.rsd or 0.0, lo.rsd or 0.0)
 
 

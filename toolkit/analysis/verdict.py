@@ -54,6 +54,7 @@ from toolkit.analysis.tables import (
     ReportOptions,
     ci_band,
     column_labels,
+    interval_rels,
     knob_settings,
     noise_band,
     select_latest,
@@ -116,8 +117,8 @@ class Group:
         their noise band, at least min_margin (the module docstring)."""
         top = self.entries[0]
         other = self.entries[1] if len(self.entries) > 1 else None
-        if other is not None and top.ci is not None and other.ci is not None:
-            return max(ci_band(top.ci.rel(), other.ci.rel()), min_margin)
+        if other is not None and (rels := interval_rels(top, other)) is not None:
+            return max(ci_band(*rels), min_margin)
         return max(noise_band(top.rsd, other.rsd if other else 0.0), min_margin)
 
     def text(self) -> str:
@@ -309,9 +310,9 @@ def _rank(
 
 def _rms_ci(best: dict[tuple, dict[str, Entry]], common: list[tuple], img: str) -> float | None:
     """Root mean square of an image's relative interval half-widths over the common groups; None
-    when a cell of it has no interval (fewer than 3 processes)."""
+    when a cell of it has no interval (fewer than 3 processes) or one reaching 0 (tables.interval_rels)."""
     cis = [best[o][img].ci for o in common]
-    rels = [ci.rel() for ci in cis if ci is not None]
+    rels = [ci.rel() for ci in cis if ci is not None and ci.low > 0]
     return math.sqrt(sum(h * h for h in rels) / len(rels)) if rels and len(rels) == len(cis) else None
 
 
