@@ -109,3 +109,39 @@ def test_a_remote_rootless_engine_names_both_reasons(tmp_path):
     assert (
         "rocm: cannot run here: rootless Docker engine; remote Docker engine on host 'gpu-node-7'" in text
     ), text
+
+
+@pytest.mark.parametrize("addr", ["239.1.2.3", "224.0.0.1", "255.255.255.255", "[ff05::1]"])
+def test_a_multicast_or_broadcast_address_is_not_this_host(addr):
+    """brk47: `this host's own address` was a bind that succeeds, and the kernel lets a socket bind to a
+    multicast or broadcast address (RTN_MULTICAST, RTN_BROADCAST): each was taken as this host."""
+    assert remote_engine({}, {"DOCKER_HOST": f"tcp://{addr}:2375"}, "r9700-box") is not None
+
+
+def test_an_address_of_another_host_is_remote_where_nonlocal_binds_are_allowed():
+    """brk47: with net.ipv4.ip_nonlocal_bind=1 (keepalived and other VIP hosts) a bind to any address
+    succeeds, so every remote engine's address was this host and doctor judged its GPU images by this
+    host's /dev. Run in a network namespace of its own (root and unshare(1) needed, else skipped)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("sysctl"):
+        pytest.skip("needs root and unshare(1) for a network namespace of its own")
+    probe = (
+        "from toolkit.host.doctor_checks import remote_engine as r; "
+        "print(r({}, {'DOCKER_HOST': 'tcp://203.0.113.9:2375'}, 'r9700-box') is not None, "
+        "r({}, {'DOCKER_HOST': 'tcp://[2001:db8::9]:2375'}, 'r9700-box') is not None)"
+    )
+    setup = "sysctl -qw net.ipv4.ip_nonlocal_bind=1 net.ipv6.ip_nonlocal_bind=1"
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", f'{setup} && exec "$0" -c "$1"', sys.executable, probe],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=False,
+    )
+    if done.returncode != 0 and "remote_engine" not in done.stderr:
+        pytest.skip(f"no network namespace here: {done.stderr.strip()[:200]}")
+    assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr

@@ -57,8 +57,11 @@ def _engine(body: bytes, status: int = 500):
             "the usual shape",
         ),
         (b"plain text answer", "plain text answer"),
+        (b"[" * 100_000 + b"]" * 100_000, "[[[["),  # brk47: RecursionError out of the SDK, exit 1
+        (b'{"a":' * 5_000 + b"1" + b"}" * 5_000, '{"a":{"a":'),
+        (json.dumps("a JSON string").encode(), "a JSON string"),
     ],
-    ids=["podman5-push", "error-only", "list", "usual", "text"],
+    ids=["podman5-push", "error-only", "list", "usual", "text", "deep-list", "deep-dict", "json-string"],
 )
 def test_an_error_answer_of_any_shape_is_an_api_error_with_the_engines_words(body, said):
     server = _engine(body)
@@ -67,6 +70,7 @@ def test_an_error_answer_of_any_shape_is_an_api_error_with_the_engines_words(bod
         with pytest.raises(APIError) as err:
             list(c.api.push("localhost:5000/me/cpu", tag="t", stream=True, decode=True))
         assert said in str(err.value.explanation), err.value.explanation
+        assert not str(err.value.explanation).startswith('"'), err.value.explanation  # words, not quoted
         with pytest.raises(APIError):  # a call without a stream too
             c.api.tag("cpu", "localhost:5000/me/cpu", "t")
     finally:

@@ -447,3 +447,14 @@ def test_a_noisy_side_does_not_hide_a_large_slowdown():
     # the same band said as a gain: B 1.3x faster with the same noise is within it
     fast = repro.compare_records(recorded, bench_records("b", scale=1.3, sd=0.66), threshold=5)
     assert all(r.ok for r in fast) and fast[0].noise == pytest.approx(2 * (0.05**2 + 0.66**2) ** 0.5)
+
+
+def test_an_overflowing_noise_band_is_no_nan():
+    """brk47: a stddev of 1.7e308 (stored records' stddev_ts is not bounded) over a tok/s of 0.1 made the
+    noise band inf and the slowdown's noise inf / (1 + inf) = NaN: `±nan%`, max(nan, floor) kept NaN,
+    and the row failed whatever its delta. An infinite band holds any slowdown."""
+    recorded = bench_records("a", scale=0.001)
+    for r in recorded:
+        r.stddev_ts = 1.7e308
+    rows = repro.compare_records(recorded, bench_records("b", scale=0.001 / 74), threshold=5)
+    assert rows and all(r.noise == 1.0 and r.ok for r in rows), [(r.test, r.noise) for r in rows]

@@ -766,3 +766,17 @@ def test_the_page_shows_short_column_labels_with_their_legend_and_one_decode_row
     assert "hip@bbbb: hip@bbbbbbbbbbbb (" in cols and "decode rows: the micro-batch" in cols
     assert "<li>prefill" not in page or "<ul><li>" in page  # nested evidence is a list, not `- ` text
     assert "<p>  - " not in page and "<p>- " not in page
+
+
+def test_a_stddev_whose_square_overflows_is_no_traceback():
+    """brk47: an imported row without samples keeps any stddev_ts; at 1e156 over 20 t/s its relative
+    stddev squared (5e154 ** 2) raised OverflowError in the verdict's root mean square: `toolkit report`
+    exited 1 with a traceback. Squared as a product it is inf: an infinite noise, no clear winner."""
+    rs = [
+        make_record("a", "vulkan", p=512, avg=20.0, sd=1e156),
+        make_record("b", "vulkan", p=512, avg=19.0, sd=0.5),
+    ]
+    v = verdict.verdict(rs)
+    pre = v.axes["prefill"]
+    assert pre.margin is not None and pre.noise == float("inf") and not pre.clear
+    assert "no clear winner" in report.render(rs)

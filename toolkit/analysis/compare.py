@@ -45,6 +45,7 @@ from toolkit.analysis.tables import (
     margin_band,
     row_label,
     select_latest,
+    slowdown_noise,
     value,
     varying_columns,
 )
@@ -92,9 +93,9 @@ class CompareRow:
         margin_band asks of A over B (the intervals apart where both sides carry one, else twice the
         combined relative stddev; unknown stddev counts 0), said as a slowdown, as gain_noise is the
         same rule said as a gain. The band held against 1 - B/A itself could pass 100 % (a side's
-        relative stddev above ~50 %): no slowdown, however large, was then a regression."""
-        band = margin_band(self.fa, self.fb)
-        return band / (1 + band)
+        relative stddev above ~50 %): no slowdown, however large, was then a regression. 1 where the
+        band is infinite (a stddev that overflows), not inf / inf = NaN."""
+        return slowdown_noise(margin_band(self.fa, self.fb))
 
     @property
     def gain_noise(self) -> float:

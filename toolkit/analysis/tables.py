@@ -74,6 +74,7 @@ __all__ = [
     "select_for_report",
     "select_latest",
     "select_with_accounting",
+    "slowdown_noise",
     "split_columns",
     "tables",
     "telemetry_flags",
@@ -145,6 +146,14 @@ def margin_band(hi: Facts, lo: Facts) -> float:
     if (rels := interval_rels(hi, lo)) is not None:
         return ci_band(*rels)
     return noise_band(hi.rsd or 0.0, lo.rsd or 0.0)
+
+
+def slowdown_noise(band: float) -> float:
+    """A margin `band` (hi / lo - 1 >= 0, as margin_band and noise_band give it) said as the slowdown
+    1 - lo / hi it allows: band / (1 + band), below 1 for a finite band; 1 for an infinite one (an
+    overflowing stddev: any slowdown is within it), never inf / inf = NaN,
+    which no comparison holds and so made every slowdown beyond it."""
+    return band / (1 + band) if math.isfinite(band) else 1.0
 
 
 def best_column(row: Row) -> str | None:

@@ -293,7 +293,8 @@ def _rank(
     for img in images:
         es = [best[o][img] for o in common]
         score = math.exp(sum(math.log(e.value) for e in es) / len(es))
-        rms = math.sqrt(sum(e.rsd**2 for e in es) / len(es))
+        # squared as a product (inf where it overflows), never `**` (OverflowError, a traceback)
+        rms = math.sqrt(sum(e.rsd * e.rsd for e in es) / len(es))
         out.ranking.append((img, score, rms))
     out.ranking.sort(key=lambda x: -x[1])
     (i1, s1, r1), (i2, s2, r2) = out.ranking[0], out.ranking[1]

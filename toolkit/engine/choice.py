@@ -462,20 +462,25 @@ def _error_message(response, *_args, **_kwargs):
     else the body). docker-py 7.1's create_api_error_from_http_exception reads body["message"] and
     raised KeyError (a traceback) where Podman 5's compat API answers a push or pull with a 500 of the
     progress-stream shape `{"errorDetail": {"message": ...}, "error": ...}`; with the message the SDK
-    raises its APIError, which every engine call here catches."""
+    raises its APIError, which every engine call here catches (a body nested too deep to parse too:
+    its first 2,000 characters)."""
     if response.status_code < 400:
         return response
     try:
         body = response.json()
     except ValueError:  # not JSON: the SDK quotes the text itself
         return response
+    except RecursionError:  # nested deeper than the parser goes: the SDK's own read raised it, exit 1
+        body = response.text[:2000]
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         return response
     detail = body.get("errorDetail") if isinstance(body, dict) else None
     words = (detail.get("message") if isinstance(detail, dict) else None) or (
         body.get("error") if isinstance(body, dict) else None
     )
-    text = words if isinstance(words, str) and words.strip() else json.dumps(body)[:2000]
+    if not (isinstance(words, str) and words.strip()):  # a JSON string is its words, not quoted
+        words = body if isinstance(body, str) and body.strip() else None
+    text = words or json.dumps(body)[:2000]
     response._content = json.dumps({"message": text}).encode()  # requests' body, read once above
     return response
 

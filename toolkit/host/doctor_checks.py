@@ -493,15 +493,18 @@ def _this_host(host: str, hostname: str | None) -> bool:
 
 def _own_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Whether `addr` belongs to one of this host's interfaces (its LAN address, a bridge's gateway such
-    as docker0's 172.17.0.1): the kernel's own answer, a bind to it succeeds (EADDRNOTAVAIL for an
-    address of another host). No packet is sent."""
+    as docker0's 172.17.0.1): the routing table's own answer, a UDP connect to it (no packet is sent)
+    takes `addr` itself as its source address, as only a `local` route gives. Not a bind: with
+    net.ipv4.ip_nonlocal_bind=1 (keepalived, VIP hosts) a bind to any address succeeds, and a bind to a
+    broadcast or multicast address always does; neither is this host."""
     family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.bind((str(addr), 0))
-    except OSError:
+            probe.connect((str(addr), 9))
+            source = str(probe.getsockname()[0]).partition("%")[0]
+        return ipaddress.ip_address(source) == addr
+    except (OSError, ValueError):  # no route, a broadcast address (EACCES), a source it cannot read
         return False
-    return True
 
 
 _LOCAL_CONTEXTS = frozenset({"", "default", "rootless"})

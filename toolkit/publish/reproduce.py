@@ -37,6 +37,7 @@ from toolkit.analysis.tables import (
     row_label,
     select_latest,
     sided_telemetry_flags,
+    slowdown_noise,
     value,
     varying_columns,
 )
@@ -443,7 +444,8 @@ def compare_records(
             assert va and vb  # usable() keeps only records with a tok/s value
             delta = vb / va - 1
             band = noise_band(_rel_sd(ra), _rel_sd(rb))  # a margin of the faster over the slower
-            noise = max(band if delta >= 0 else band / (1 + band), floor)  # said as delta is: below 1 slower
+            # said as delta is (below 1 slower): an infinite band holds any slowdown, never NaN
+            noise = max(band if delta >= 0 else slowdown_noise(band), floor)
             rows.append(ReproRow(name, label, ra.model.name, ra, rb, delta, noise, abs(delta) <= noise))
     return rows
 
