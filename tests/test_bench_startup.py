@@ -387,3 +387,22 @@ def test_reading_a_models_gguf_header_imports_no_numpy(tmp_path):
     p = _python(code)
     alone, with_package = json.loads(p.stdout.strip().splitlines()[-1])
     assert alone and alone == with_package
+
+
+def test_the_checkout_state_costs_one_git_process(monkeypatch, tmp_path):
+    """Reproducer: every bench's host facts ran `git rev-parse HEAD` and then `git status` (two git
+    processes, ~9 ms of CPU and wall before the first container here); one `git status --porcelain=v2
+    --branch` names the commit too. Where that status fails, `rev-parse` still names the commit and
+    the state is "unknown", never clean."""
+    from toolkit.host import info
+
+    real, ran = info._git, []
+    monkeypatch.setattr(info, "_git", lambda *a: ran.append(a[:3]) or real(*a))
+    got = info.toolkit_source()
+    if "commit" not in got:
+        pytest.skip("not a git checkout")
+    head = subprocess.run(
+        ["git", "-C", str(info.TOOLKIT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    assert got["commit"] == head.stdout.strip() and len(ran) == 1, ran
+    status = subprocess.CompletedProcess([], 128, "", "fatal: index file corrupt")

@@ -436,12 +436,12 @@ def _cached(key: str):
     EngineUnavailable for an engine that took the connection and did not answer before (_UNANSWERED)."""
     if key in _UNANSWERED:
         raise EngineUnavailable(_UNANSWERED[key])
-    c = _CLIENTS.pop(key, None)
+    c = _CLIENTS.get(key)  # kept while it is pinged: another thread's call meanwhile finds it
     if c is not None:
         with contextlib.suppress(Exception):  # gone or restarted since: start over, as a first call would
             c.ping()
-            _CLIENTS[key] = c
             return c
+        _CLIENTS.pop(key, None)
     return None
 
 

@@ -162,32 +162,36 @@ def git_env() -> dict[str, str]:
 
 def toolkit_source() -> dict[str, str]:
     """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
-    TOOLKIT_ROOT is a git checkout (`git rev-parse HEAD`, 5 s at most), with "dirty": "true" where its
-    toolkit source holds uncommitted changes (_modified), else {"version"} alone (an
+    TOOLKIT_ROOT is a git checkout, with "dirty" where its source may differ (_checkout), else {"version"} alone (an
     installed copy, no git, a checkout git refuses: another owner's); a copy installed from an export's
     toolkit-src.tar.gz names the commit it was archived at (its toolkit/host/_commit.py). bench records it with every
     result (host.toolkit); `toolkit --version` says it."""
     out = {"version": __version__}
     if (TOOLKIT_ROOT / ".git").exists():  # not a repository that merely holds site-packages
-        got = _git("rev-parse", "HEAD")
-        if got is not None and got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
-            out["commit"] = commit
-            if (modified := _modified()) is not False:
-                out["dirty"] = "true" if modified else "unknown"
-        return out
+        return out | _checkout()
     if archived := archived_commit(Path(__file__).with_name("_commit.py")):  # a copy pip installed
         out["commit"] = archived  # from an export's toolkit-src.tar.gz: the commit it was archived at
     return out
 
 
-def _modified() -> bool | None:
-    """Whether the checkout's toolkit source (pyproject.toml, toolkit/) differs from its commit: changes
-    or untracked files (`git status --porcelain`, 5 s at most). A record so marked was measured by code
-    its commit does not hold (`git describe --dirty`'s sense). None where git cannot say (a corrupt
-    index, a status slower than 5 s): never taken for clean. `--no-optional-locks`: a plain status
-    rewrites the checkout's index (index.lock held), so a `git commit` there at that moment failed."""
-    got = _git("--no-optional-locks", "status", "--porcelain", "--", "pyproject.toml", "toolkit")
-    return bool(got.stdout.strip()) if got is not None and got.returncode == 0 else None
+def _checkout() -> dict[str, str]:
+    """{"commit"} of the checkout, with "dirty": "true" where its toolkit source (pyproject.toml, toolkit/)
+    differs from it: changes or untracked files (`git describe --dirty`'s sense), from one `git status
+    --porcelain=v2 --branch` (5 s at most; `--no-optional-locks`: a plain status rewrites the index, and a
+    `git commit` beside it failed on index.lock). Where the status fails (a corrupt index, slower than 5 s)
+    the commit comes from `git rev-parse HEAD`, "dirty": "unknown" (never taken for clean); {} without one."""
+    got = _git(
+        "--no-optional-locks", "status", "--porcelain=v2", "--branch", "--", "pyproject.toml", "toolkit"
+    )
+    if got is not None and got.returncode == 0:
+        lines = got.stdout.splitlines()
+        oid = next((ln.split()[-1] for ln in lines if ln.startswith("# branch.oid ")), "")
+        dirty = {"dirty": "true"} if any(not ln.startswith("#") for ln in lines) else {}
+        return {"commit": oid, **dirty} if len(oid) in (40, 64) else {}
+    got = _git("rev-parse", "HEAD")
+    if got is not None and got.returncode == 0 and len(commit := got.stdout.strip()) in (40, 64):
+        return {"commit": commit, "dirty": "unknown"}
+    return {}
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
