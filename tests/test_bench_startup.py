@@ -406,3 +406,5 @@ def test_the_checkout_state_costs_one_git_process(monkeypatch, tmp_path):
     )
     assert got["commit"] == head.stdout.strip() and len(ran) == 1, ran
     status = subprocess.CompletedProcess([], 128, "", "fatal: index file corrupt")
+    monkeypatch.setattr(info, "_git", lambda *a: status if "status" in a else real(*a))
+    assert info.toolkit_source() == {**got, "dirty": "unknown"}
