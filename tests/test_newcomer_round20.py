@@ -55,16 +55,16 @@ def test_report_names_the_clean_run_a_flagged_rerun_hides(tmp_path):
     `--run ID` that shows it; none when the shown run is asked for, or nothing is flagged."""
     _store_with_busy_rerun(tmp_path / "results")
     res = _report(tmp_path / "results", "--format", "text")
-    notes = [x for x in res.stderr.splitlines() if "hide an older measurement" in x]
+    notes = [x for x in res.stderr.splitlines() if "without a telemetry flag" in x]
     assert len(notes) == 1, res.stderr
     assert f"run {CLEAN_RUN} (" in notes[0], notes[0]
     assert f"`toolkit report --results {tmp_path / 'results'} --run {CLEAN_RUN}` shows it" in notes[0]
     assert "pp128 ub64" in notes[0] and "flagged host-busy" in notes[0]
-    assert "hide" not in _report(tmp_path / "results", "--run", "run-busy").stderr
+    assert "telemetry flag" not in _report(tmp_path / "results", "--run", "run-busy").stderr
     clean = ResultStore(tmp_path / "clean")
     for r in load(CPU_A) + [x.model_copy(update={"run_id": "run-2"}) for x in load(CPU_A)]:
         clean.add_result(r)
-    assert "hide" not in _report(tmp_path / "clean").stderr
+    assert "telemetry flag" not in _report(tmp_path / "clean").stderr
 
 
 def test_a_column_is_described_once_in_the_legend(tmp_path):

@@ -191,7 +191,7 @@ def test_the_hidden_run_note_names_each_tests_model_where_two_models_are_shown(t
             store.add_result(r)
     res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "text"])
     assert res.exit_code == 0, res.output
-    note = next(x for x in res.stderr.splitlines() if "hide an older measurement" in x)
+    note = next(x for x in res.stderr.splitlines() if "without a telemetry flag" in x)
     assert "pp512 ub512 of model-a" in note and "pp512 ub512 of model-b" in note, note
 
 

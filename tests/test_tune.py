@@ -216,3 +216,12 @@ def test_a_tune_trial_never_supersedes_the_bench_run_of_its_test_in_report_or_in
         assert got == {(512, "bench-run"), (128, "tune-run")}, got
     text = report.render(list(resultindex.select(store)))
     assert "3391.00" in text and "1000.00" not in text and "tune-trial" in text
+
+
+def test_a_session_that_measured_the_default_alone_is_not_decided():
+    """nc47 S11: `tune --budget 1s` spent its budget on the default's trial and said "best: the matrix
+    default (n_ubatch=512)", a one-row table; its JSON "undecided": "". Nothing was compared."""
+    res = tune.best_setting([trial(512, [100.0, 101.0, 99.0])], "s1", ["n_ubatch"], DEFAULT)
+    assert "only n_ubatch=512 was measured" in res.undecided
+    out = tune.format_result(res)
+    assert "not decided: only n_ubatch=512 was measured" in out and "best: the matrix default" not in out

@@ -406,7 +406,11 @@ def fold_decode(
 
 
 def _usable(side: Side) -> list[BenchRecord]:
-    return [r for r in select_latest(side.records) if value(r) and not is_cpu_fallback(r)]
+    """The newest record per test of `side` that compare judges: a value, no CPU fallback, and no
+    `toolkit tune` trial (identity.is_tune_trial: a search run, never a bench run's stand-in, here
+    where a slowdown is a regression, exit 6) unless the side holds trials only (a tune run named)."""
+    bench = [r for r in side.records if not identity.is_tune_trial(r)]
+    return [r for r in select_latest(bench or side.records) if value(r) and not is_cpu_fallback(r)]
 
 
 UNKNOWN_MODEL_FIX = (

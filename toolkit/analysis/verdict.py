@@ -20,7 +20,9 @@ Method (stated in the report):
 - Routing rule: prefill-heavy -> the winner at the longest prompt measured (where prefill cost
   dominates); latency-bound decode -> the decode winner; mixed / unknown -> among images never last
   on either axis, the best geometric mean of (score / best score) over both axes; batched serving ->
-  the served winner. Failed and CPU-fallback records never count, nor `wrong-output` ones (the canary).
+  the served winner. Failed and CPU-fallback records never count, nor `wrong-output` ones (the canary),
+  nor a `toolkit tune` trial's (identity.is_tune_trial: a search run at a setting the matrix did not
+  ask for, shown flagged tune-trial; a trial never stands for a bench run of its test).
 - Telemetry flags (TELEMETRY_VERDICT_FLAGS: gpu-shared, throttled:<reason>, clock-idle,
   power-not-stock, host-busy) say a number is not the card's alone. The deciding cells of a
   comparison are the leader's and the runner-up's entries (each image's best record) in the groups
@@ -60,6 +62,7 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core.text import md_line, md_text
+from toolkit.results.identity import is_tune_trial
 from toolkit.results.records import BenchRecord, imported
 
 MODEL_UNKNOWN_NOTE = (
@@ -322,7 +325,9 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     `latest`: the Facts of the newest record per test (select_latest, Shown.facts): its ok ones."""
     fs = [f for f in latest if f.record.status == "ok" and f.record.axis == axis and f.value]
     fs = [
-        f for f in fs if not f.cpu_fallback and "wrong-output" not in f.stored_flags
+        f
+        for f in fs
+        if not f.cpu_fallback and "wrong-output" not in f.stored_flags and not is_tune_trial(f.record)
     ]  # wrong-output: bench.canary
     out = AxisVerdict(axis)
     out.model_unknown = sorted({f.image for f in fs if not f.model_known})

@@ -7,10 +7,11 @@ successive halving on repetitions: every candidate setting is measured with `r` 
 better half (by median tok/s) goes on with 2r, until one is left or the wall-clock budget is spent;
 a candidate whose best sample is below the leader's worst sample (a clear loser) is dropped at once.
 
-Every trial is an ordinary `toolkit bench` run of that one case (records in results/, marked
-`tune: {session, round}`), so `report` and `compare` show them (flagged tune-trial; a trial never
-replaces a bench run of its test: identity.newest_per_test), and the answer is computed from the
-stored records alone (`best_setting`), never from in-memory numbers. The answer names the setting,
+Every trial is an ordinary `toolkit bench` run of that one case alone (no depth sweep of the model's:
+cli.tune's trial runner; records in results/, marked `tune: {session, round}`), so `report` shows
+them (flagged tune-trial; a trial never replaces a bench run of its test: identity.newest_per_test,
+nor counts in the verdict, nor in compare beside a bench run), and the answer is computed from the
+stored records of that test alone (`best_setting`, `tuned_test`), never from in-memory numbers. The answer names the setting,
 its gain over the matrix's own default setting for that case (measured in the same session), and
 the evidence: median, min-max, number of trials. "no effect" is said only where the candidates were
 measured equal within noise (the rule of the report's ub-no-effect flag); where llama.cpp clamps the
@@ -37,7 +38,6 @@ from toolkit.core import invocation, stats
 from toolkit.core.errors import BadInput
 from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import BenchRecord, new_run_id
-from toolkit.runtimes.llama_bench.check import effective_ubatch
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
 DEFAULT_VALUES: dict[str, list[int]] = {
@@ -133,13 +133,38 @@ def candidates(knobs: dict[str, list[int]], default: Candidate) -> list[Candidat
     return out
 
 
+@dataclass(frozen=True)
+class TunedTest:
+    """The test a session tunes, as its records state it: pp `n_prompt` (n_gen 0) or tg `n_gen`
+    (n_prompt 0), tokens, at each of `depths` (tokens in the KV cache; (0,) but for axis depth)."""
+
+    n_prompt: int
+    n_gen: int
+    depths: tuple[int, ...] = (0,)
+
+    def holds(self, r: BenchRecord) -> bool:
+        """Whether record `r` measured this test (a trial's other records, e.g. a depth sweep's, do not)."""
+        return r.n_prompt == self.n_prompt and r.n_gen == self.n_gen and r.n_depth in self.depths
+
+
+def tuned_test(base: BenchAxes, axis: str, tokens: int) -> TunedTest:
+    """The test a session of `axis` tunes: pp `tokens` (prefill; depth: at each of `base.n_depth`) or
+    tg `tokens` (decode). What case_axes measures and what the ranking reads (best_setting)."""
+    return TunedTest(
+        tokens if axis in ("prefill", "depth") else 0,
+        tokens if axis == "decode" else 0,
+        tuple(base.n_depth) if axis == "depth" else (0,),
+    )
+
+
 def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions: int) -> BenchAxes:
     """The one-case BenchAxes of a trial (pp `tokens` or tg `tokens`) at setting `c`; axis depth: pp
-    `tokens` at each of `base.n_depth` (one llama-bench process)."""
+    `tokens` at each of `base.n_depth` (one llama-bench process): tuned_test's test."""
+    test = tuned_test(base, axis, tokens)
     upd: dict[str, Any] = {
-        "n_prompt": [tokens] if axis in ("prefill", "depth") else [0],
-        "n_gen": [tokens] if axis == "decode" else [0],
-        "n_depth": list(base.n_depth) if axis == "depth" else [0],
+        "n_prompt": [test.n_prompt],
+        "n_gen": [test.n_gen],
+        "n_depth": list(test.depths),
         "repetitions": repetitions,
         "runs": 1,
         "n_ubatch": [c.get("n_ubatch", base.n_ubatch[0])],
@@ -170,27 +195,34 @@ def best_setting(
     *,
     noisy: float = 0.05,
     survivors: set[Candidate] | None = None,
+    test: TunedTest | None = None,
 ) -> TuneResult:
-    """The answer from the stored trial records of `session` alone: candidates ranked by the median
+    """The answer from the stored trial records of `session` alone, of the tuned `test` only (a
+    trial's other records, e.g. a depth sweep's, never count; None: every record of the session must
+    be of one test, else BadInput): candidates ranked by the median
     of all their samples, the search's `survivors` (settings read back from their records) first, so
     a setting the search dropped is never the answer; the default's evidence (the trial marked
     `tune.default`, as the record says it ran: a knob the matrix leaves to llama-bench, e.g. threads,
     reads back as the value llama-bench used); `no_effect` when every candidate's median lies within
-    3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`)."""
+    3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`). BadInput
+    without an ok trial record of the test."""
     mine = [
         r
         for r in records
         if (r.model_extra or {}).get("tune", {}).get("session") == session
         and r.status == "ok"
         and r.samples_ts
+        and (test is None or test.holds(r))
     ]
     if not mine:
         raise BadInput(f"tune session {session}: no ok trial records found")
-    axis, test = mine[0].axis, mine[0].test
+    axis, name = mine[0].axis, mine[0].test
+    if test is None and len(tests := list(dict.fromkeys(r.test for r in mine))) > 1:
+        raise BadInput(f"tune session {session}: its trials measured {', '.join(tests)}: name the tuned test")
     groups: dict[Candidate, list[BenchRecord]] = {}
     for r in mine:
         groups.setdefault(_setting_of(r, knobs), []).append(r)
-    res = TuneResult(session, axis, test, [_evidence(c, rs) for c, rs in groups.items()])
+    res = TuneResult(session, axis, name, [_evidence(c, rs) for c, rs in groups.items()])
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]
     dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
@@ -199,9 +231,9 @@ def best_setting(
     res.undecided = _undecided(res, groups)
     effs = {e.effective_ubatch for e in res.ranking if e.candidate.get("n_ubatch") is not None}
     asked = {ub for e in res.ranking if (ub := e.candidate.get("n_ubatch")) is not None}
-    if len(asked) > 1 and len(effs) < len(asked):
+    if len(asked) > 1 and None not in effs and len(effs) < len(asked):
         res.notes.append(
-            f"llama.cpp clamps n_ubatch for {test}: asked {sorted(asked)} -> effective "
+            f"llama.cpp clamps n_ubatch for {name}: asked {sorted(asked)} -> effective "
             f"{sorted(e for e in effs if e is not None)} (min(ub, n_batch, tokens)); the setting can still "
             "change buffers and speed, so it was measured, not assumed"
         )
@@ -209,7 +241,11 @@ def best_setting(
 
 
 def _evidence(c: Candidate, rs: list[BenchRecord]) -> Evidence:
-    """The evidence of candidate `c` from its trial records `rs` (the effective micro-batch of the newest)."""
+    """The evidence of candidate `c` from its trial records `rs`, all of the tuned test: the effective
+    micro-batch of the newest as the report reads it (facts.ub_clamped, else the asked n_ubatch;
+    None for a test the micro-batch does not apply to: facts.ub_applies, a decode test)."""
+    from toolkit.analysis.facts import ub_applies, ub_clamped
+
     xs = [x for r in rs for x in r.samples_ts]
     last = rs[-1]
     return Evidence(
@@ -219,7 +255,7 @@ def _evidence(c: Candidate, rs: list[BenchRecord]) -> Evidence:
         max(xs),
         len(rs),
         len(xs),
-        effective_ubatch(last.n_ubatch, last.n_batch, last.n_prompt, last.n_gen, last.n_depth),
+        (ub_clamped(last) or last.n_ubatch) if ub_applies(last) else None,
     )
 
 
@@ -244,14 +280,17 @@ def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidenc
 
 def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
     """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
-    a trial of either carries a telemetry flag (host-busy, gpu-shared, throttled, ...: the system,
-    not the setting, may have made the difference), a side has a single sample (noise unknown), the
+    one setting alone was measured, a trial of either carries a telemetry flag (host-busy,
+    gpu-shared, throttled, ...: the system, not the setting, may have made the difference), a side
+    has a single sample (noise unknown), the
     best lost to a default the search dropped, or the gain is within the noise (2 x the combined
     relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
     min_margin). "" when it can."""
     from toolkit.analysis.tables import ReportOptions, noise_band, telemetry_flags
 
     best, dflt = res.best, res.default
+    if best is not None and len(res.ranking) < 2:  # nc47 S11: a budget spent on the first setting
+        return f"only {best.candidate.label()} was measured (the budget or a stop came first): nothing to compare"
     if best is None or res.no_effect or (dflt is not None and best.candidate == dflt.candidate):
         return ""
     sides = [best.candidate] + ([dflt.candidate] if dflt is not None else [])
@@ -318,12 +357,13 @@ def search(
     cost of a round is its trials', never the stored history's). Stops at one candidate, after
     `max_rounds`, or when `budget_s` seconds are spent (no new trial starts past it). `rank`: how the
     stored trials are ranked, best_setting's signature (default best_setting; axis depth passes
-    tune_depth.best_over_depth)."""
+    tune_depth.best_over_depth), given the tuned test (tuned_test): a trial's other records never count."""
     if axis not in ("prefill", "decode", "depth"):
         raise BadInput(f"--axis {axis!r}: prefill, decode or depth")
     rank = rank or best_setting
     base = lm.m.bench
     default = _matrix_default(base, knobs)
+    test = tuned_test(base, axis, tokens)  # the ranking reads its records only
     alive = candidates(knobs, default)
     asked: dict[Candidate, Candidate] = {}  # setting as its records read back -> setting as asked
     session = new_run_id()
@@ -342,13 +382,15 @@ def search(
                 break
             on_note(f"round {rnd}: {c.label()} x {reps} repetitions")
             mark = {"session": session, "round": rnd, **({"default": True} if c == default else {})}
-            recs = run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark})
+            recs = [
+                r for r in run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark}) if test.holds(r)
+            ]
             trials += recs
             asked[_setting_of(recs[0], names) if recs else c] = c
         if spent:
             break
         live = {k for k, c in asked.items() if c in alive}
-        res = rank(trials, session, names, default, survivors=live)
+        res = rank(trials, session, names, default, survivors=live, test=test)
         ranked = [e for e in res.ranking if e.candidate in live]
         if not ranked:
             break
@@ -359,7 +401,7 @@ def search(
         if len(alive) <= 1:
             break
     live = {k for k, c in asked.items() if c in alive}
-    res = rank(trials, session, names, default, survivors=live or None)
+    res = rank(trials, session, names, default, survivors=live or None, test=test)
     res.notes += [f"dropped early as a clear loser: {d}" for d in dropped]
     return res
 

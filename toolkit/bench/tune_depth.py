@@ -18,7 +18,7 @@ import re
 import statistics
 from pathlib import Path
 
-from toolkit.bench.tune import Candidate, Evidence, TuneResult, best_setting
+from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, best_setting
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord
@@ -32,12 +32,18 @@ def best_over_depth(
     *,
     noisy: float = 0.05,
     survivors: set[Candidate] | None = None,
+    test: TunedTest | None = None,
 ) -> TuneResult:
-    """The answer of a depth session from its stored trial records alone (best_setting's signature):
+    """The answer of a depth session from its stored trial records alone (best_setting's signature),
+    of the tuned `test` only (None: every record of the session, each depth's of one test):
     `per_depth` {depth: best_setting of that depth's records}; `ranking`: the candidates measured at
     every depth, Evidence median/low/high = geometric means over the depths (tok/s), survivors first;
     `undecided` per _undecided. BadInput without ok trial records of `session`."""
-    mine = [r for r in records if (r.model_extra or {}).get("tune", {}).get("session") == session]
+    mine = [
+        r
+        for r in records
+        if (r.model_extra or {}).get("tune", {}).get("session") == session and (test is None or test.holds(r))
+    ]
     depths = sorted({r.n_depth for r in mine if r.status == "ok" and r.samples_ts})
     if not depths:
         raise BadInput(f"tune session {session}: no ok trial records found")
@@ -81,7 +87,7 @@ def _undecided(res: TuneResult, mine: list[BenchRecord]) -> str:
     """Why res.best is not proposed over the default: slower beyond the noise at a depth, or faster
     beyond it at none (noise: analysis.tables.noise_band of the two sides' samples at that depth, at
     least the verdict's min_margin). "" when it is proposed or is the default."""
-    from toolkit.analysis.tables import ReportOptions, noise_band
+    from toolkit.analysis.tables import ReportOptions, noise_band, slowdown_noise
 
     best, dflt = res.best, res.default
     if best is None or dflt is None or best.candidate == dflt.candidate:
@@ -92,11 +98,11 @@ def _undecided(res: TuneResult, mine: list[BenchRecord]) -> str:
         if min(len(a), len(b)) < 2:
             return f"a single sample at depth {d}: its noise is unknown; tune with more repetitions"
         gain = statistics.median(a) / statistics.median(b) - 1
-        band = max(noise_band(_rsd(a), _rsd(b)), margin)
-        if gain < -band:
+        band = max(noise_band(_rsd(a), _rsd(b)), margin)  # a margin of the faster over the slower
+        if gain < -(slower := slowdown_noise(band)):  # as a slowdown: a band past 100 % hid any (brk47)
             return (
                 f"{best.candidate.label()} is {100 * gain:+.1f}% against the default at depth {d}, beyond "
-                f"the noise (± {100 * band:.0f}%): no one micro-batch is best at every depth"
+                f"the noise (± {100 * slower:.0f}%): no one micro-batch is best at every depth"
             )
         wins += [d] if gain > band else []
     if not wins:

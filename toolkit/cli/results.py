@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from toolkit.cli.common import (
     read_results_option,
     results_folder,
     results_option,
+    terminal_width,
 )
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
@@ -154,20 +156,27 @@ def report(
         hidden = (
             None
             if runs
-            else hidden_mod.hidden_note(
-                hidden_mod.hidden_clean_runs(store, recs, images=images), recs, results_dir
-            )
+            else hidden_mod.hidden_note(hidden_mod.hidden_clean_runs(store, recs, images=images), results_dir)
         )
     if text is not None:  # one newline at the end, as the -o file has (csv's writer ends its own line)
         _echo_report(text)
     if hidden:
-        _err(f"note: {hidden}")
+        _err_wrapped(f"note: {hidden}")
     for p in written:
         _err(f"wrote {path_text(p)}")
     for n in plot_notes:
         _err(f"note: {n}")
     for w in store.warnings:
         _err(f"warning: {w}")
+
+
+def _err_wrapped(line: str) -> None:
+    """`line` on stderr, wrapped to the terminal's width as the text report's own lines are
+    (table_text.wrap); whole off a terminal (a log: one line to grep)."""
+    from toolkit.analysis.table_text import wrap
+
+    width = terminal_width(sys.stderr)
+    _err("\n".join(wrap(line, width)) if width else line)
 
 
 def _named_format(output: str | None) -> str | None:

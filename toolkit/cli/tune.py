@@ -104,8 +104,9 @@ def tune(
 ):
     """Search the knobs that change one axis of IMAGE x MODEL with successive halving, within a budget.
 
-    Every trial is an ordinary bench run of one case, stored in results/ (so `toolkit report` and
-    `toolkit compare` show it); the best setting is computed from the stored records and printed with
+    Every trial is an ordinary bench run of one case, stored in results/ (`toolkit report` shows it,
+    flagged tune-trial, where no bench run measured its test; `toolkit compare` only where a side holds
+    trials alone); the best setting is computed from the stored records of that case and printed with
     its gain over the matrix's default setting and the evidence (median, min–max, trials). Example:
 
         toolkit tune -i cpu --axis prefill --tokens 512 --knob n_ubatch --budget 10m
@@ -239,12 +240,22 @@ def _search_space(
 
 def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_concurrent: bool):
     """tune_mod.search's `run_trial(axes, extra)`: one strict bench run of `spec` x `mspec` over the
-    bench axes given, returning its stored records; BadInput when the trial did not measure."""
+    bench axes given (the tuned test alone: `mspec` without its `depth:` sweep, whose tests the trial
+    did not ask for; axis depth measures its depths in those axes), returning its stored records;
+    BadInput when the trial did not measure. The correctness canary runs in a session's first trial
+    of each of its inputs (threads, GPU layers, flash attention: what the micro-batch and batch knobs
+    leave alone) and again only until it passed: a trial after a passed one measures alone."""
     from toolkit.bench import run as bench
     from toolkit.bench.runners.base import BenchOptions
     from toolkit.matrix.api import LoadedMatrix
 
+    alone = mspec.model_copy(update={"depth": None})
+    passed: set[tuple] = set()  # the canary inputs whose canary passed in this session
+
     def run_trial(axes, extra):
+        inputs = (axes.threads, axes.n_gpu_layers[0], axes.flash_attn[0])
+        if inputs in passed:
+            axes = axes.model_copy(update={"canary": False})
         lm2 = LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
         opts = BenchOptions(
             record_extra=extra,
@@ -253,14 +264,17 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
             allow_concurrent=allow_concurrent,
             again=TUNE_AGAIN.format(tune=invocation.again("tune")),  # bench's --resume: the whole matrix
         )
-        outcomes = bench.run_bench(lm2, [spec], [mspec], store, opts)
+        outcomes = bench.run_bench(lm2, [spec], [alone], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]
         if bad:
             raise BadInput(f"tune trial (round {extra['tune']['round']}) {bad[0].status}: {bad[0].reason}")
         from toolkit.results import index as resultindex
 
         # the trial's records through the query index (its run id), not by reading every stored record
-        return resultindex.run_records(store, opts.run_id)
+        recs = resultindex.run_records(store, opts.run_id)
+        if recs and all(((r.model_extra or {}).get("canary") or {}).get("status") == "ok" for r in recs):
+            passed.add(inputs)
+        return recs
 
     return run_trial
 
