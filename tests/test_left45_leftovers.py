@@ -69,7 +69,9 @@ def test_every_backtick_of_a_reports_markdown_line_is_escaped(tmp_path: Path) ->
         res = tk(tmp_path, "report", "--results", "r", "--format", fmt)
         assert res.returncode == 0, res.stderr
         assert "q\\`x" in res.stdout and "q`x" not in res.stdout, res.stdout  # the record's, escaped
-        assert r"(\`toolkit bench -m NAME\`, or import" in res.stdout, res.stdout  # the toolkit's too
+        assert r"(\`toolkit bench --results r -m NAME\`, or import" in res.stdout, (
+            res.stdout
+        )  # the toolkit's too
         for line in res.stdout.splitlines():  # no line pairs a backtick into a code span
             assert "`" not in line.replace("\\`", "").replace("```", ""), line
 

@@ -121,8 +121,9 @@ def test_export_runs_push_note_carries_the_matrix_and_results_it_was_given(tmp_p
     args = ["--matrix", str(proj / "small.yaml"), "--results", str(proj / "res2"), "run-p", "-o", str(out)]
     res = CliRunner().invoke(cli, ["export-run", *args])
     assert res.exit_code == 0, res.output
-    push = (
-        "`toolkit push --matrix small.yaml --results res2 --image cpu`"  # the project's paths, as published
+    push = (  # the project's paths, as published; the matrix names no registry: the push names one to fill
+        "`toolkit push --matrix small.yaml --results res2 --image cpu --registry HOST[:PORT]/NAMESPACE` with "
+        "the address of your registry for HOST[:PORT]/NAMESPACE, and export again"
     )
     assert push in res.output
     assert any(push in n for n in json.loads((out / "run.json").read_text())["notes"])

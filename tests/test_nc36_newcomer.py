@@ -120,7 +120,8 @@ def test_compare_never_joins_two_test_sizes_and_never_offers_to(tmp_path: Path) 
         compare.compare(store, "run-a", "run-b")
     said = str(err.value)
     assert (
-        "n_prompt: A has" in said and "they measured different tests" in said and "--ignore FIELD" not in said
+        "they measured different tests (A: pp512 ub512, pp2048 ub512; B: pp1024 ub512)" in said
+        and "--ignore FIELD" not in said
     ), said
     for field in ("n_prompt", "n_ubatch", "n_depth", "n_gen"):
         with pytest.raises(BadInput, match=f"--ignore {field}: the test's own name is made of it"):

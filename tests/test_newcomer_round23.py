@@ -86,9 +86,9 @@ def test_one_model_measured_at_different_tests_is_not_called_two_models(tmp_path
     decode = next(x for x in res.stdout.splitlines() if x.startswith("- decode: "))
     assert "different models" not in decode, decode
     assert "they measured different tests (bare-metal@import:" in decode and ": tg16; cpu@" in decode, decode
-    assert decode.endswith(
-        r": tg64); measure one test on each (\`toolkit bench\` runs matrix.yaml's, or import a "  # md_line
-        "result file of one of them))"
+    assert decode.endswith(  # the bench into the --results the report read (invocation.command: fix47b)
+        rf": tg64); measure one test on each (\`toolkit bench --results {tmp_path / 'results'}\` runs "  # md_line
+        "matrix.yaml's, or import a result file of one of them))"
     ), decode
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolkit.analysis.facts import Facts
@@ -49,6 +50,7 @@ from toolkit.analysis.tables import (
     value,
     varying_columns,
 )
+from toolkit.core import invocation
 from toolkit.core.errors import BadInput
 from toolkit.core.text import one_line, shell_word
 from toolkit.results import identity
@@ -247,7 +249,8 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: 
     then no build or bench of `cpuu` is offered; not a name holding it: `vulkan` is no typo of
     vulkan-mesa-trixie); '' otherwise. The commands carry
     `--results` where it was given (`results`, as typed: bench writes results/ beside the matrix
-    otherwise, and compare of that folder finds the image no more than before)."""
+    otherwise, and compare of that folder finds the image no more than before; B's --against folder for
+    B), with the engine and matrix given (invocation.command)."""
     if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
         return ""
     import difflib  # the error path only
@@ -259,15 +262,13 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: 
         if measured
         else "no image has results here"
     )
-    at = f" --results {shell_word(results)}" if results else ""
-    if (build := store.latest_build(ref)) is not None:
-        return f"; image {ref} is built ({build.digest[:19]}) but not measured: `toolkit bench{at} -i {ref}` ({have})"
+    at = Path(results) if results else None
+    bench, build = (invocation.command(name, "-i", ref, results=at) for name in ("bench", "build"))
+    if (built := store.latest_build(ref)) is not None:
+        return f"; image {ref} is built ({built.digest[:19]}) but not measured: `{bench}` ({have})"
     if typo:  # a typo of a measured name is not an image to build (`toolkit build -i cpuu` was offered)
         return f"; {guess}{have}"
-    return (
-        f"; {guess}{have} (an image of matrix.yaml not measured yet has none: "
-        f"`toolkit build{at} -i {ref} && toolkit bench{at} -i {ref}`)"
-    )
+    return f"; {guess}{have} (an image of matrix.yaml not measured yet has none: `{build} && {bench}`)"
 
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:
@@ -301,9 +302,10 @@ def _same_records_error(
 ) -> BadInput:
     """A and B hold one run's records: one ref twice (`compare cpu cpu`: two builds were meant, their digests
     said), or B from --against DIR a copy of A's (its export?): the runs A can be instead. The commands it
-    suggests read the folder as typed (`results`: --results, None where it was not given)."""
+    suggests read the folder as typed (`results`: --results, None where it was not given), with the
+    engine and matrix given (invocation.command)."""
     runs = ", ".join(dict.fromkeys(r.run_id for r in a.records))
-    cmd = f"toolkit compare{f' --results {shell_word(results)}' if results else ''}"
+    cmd = invocation.command("compare", results=Path(results) if results else None)
     fix = f"name two runs, e.g. `{cmd} RUN_A RUN_B`"
     if b_store is not None and b_store.root.resolve() != store.root.resolve():
         fix = f"B, read from --against {b_store.root}, is a copy of that run (its export?): name another run as A"
@@ -447,7 +449,7 @@ def _resolve_sides(
             out = []
             for s, ref, side in ((store, a_ref, got[0]), (sb, b_ref, got[1])):
                 if isinstance(side, list):
-                    raise _unresolved(s, ref, side, results if s is store else None)
+                    raise _unresolved(s, ref, side, results if s is store else str(s.root))  # B: --against
                 out.append(Side(ref, side[0], side[1]))
             return out[0], out[1]
         except resultindex.StaleIndex:
@@ -495,6 +497,17 @@ def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -
             + (f"; what keeps them apart: {model}" if model else "")
             + f"; compare two runs of one model; {stored_runs(store)}"
         )
+    if j.tests_apart:  # before any --ignore: none joins two tests, whatever setting differs besides (nc47 S2)
+        ta, tb = (_test_names(side) for side in (j.only_a, j.only_b))
+        return BadInput(
+            f"no test in common between {a.label} and {b.label}: they measured different tests (A: {ta}; "
+            f"B: {tb})"
+            + (f"; the models differ too: {model}" if model else "")
+            + "; a test's own sizes (pp N, "
+            "tg N, the depth, the micro-batch) are what it is, which no --ignore joins: compare runs that "
+            "measured the same tests (`toolkit bench` with the other run's matrix.yaml axes, or llama-bench "
+            "with the same -p, -n, -d and -ub)"
+        )
     apart = "; ".join(
         f"the model: {model}"
         if k == "model" and model
@@ -508,20 +521,26 @@ def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -
             "; they measured different models, which no --ignore joins: compare two runs of one model (an "
             "import's model is what its rows say: llama-bench's model_type, model_n_params, model_size)"
         )
-    elif settings or not j.apart:
+    else:  # a test name on both sides (tests_apart said first): a setting keeps them apart
         fix = (
             "; compare results measured with the same settings and model, or leave a field out of the join on purpose with --ignore FIELD"
             + (f" ({', '.join(settings)})" if settings else "")
-        )
-    else:
-        fix = (
-            "; they measured different tests (the test's own sizes differ, which no --ignore joins): "
-            "compare runs that measured the same tests"
         )
     return BadInput(
         f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
         f"{len(j.only_b)} only in B)" + (f"; what keeps them apart: {apart}" if apart else "") + fix
     )
+
+
+def _test_names(records: list[BenchRecord]) -> str:
+    """The tests of one side as the table names them (`pp512 ub512, tg128 @ d4096`), prefill before
+    decode, smaller first; at most 8, then how many more."""
+    order = sorted(
+        records,
+        key=lambda r: (r.axis != "prefill", r.n_depth or 0, r.n_prompt or 0, r.n_gen or 0, r.n_ubatch or 0),
+    )
+    names = list(dict.fromkeys(_test_label(r) for r in order))
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
 _MODEL_FIELDS = ("model_type", "model_n_params", "model_size")

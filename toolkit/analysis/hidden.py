@@ -6,10 +6,11 @@ one. The report says so in one line, naming the run and how to show it (`--run I
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from toolkit.analysis.facts import telemetry_flags
 from toolkit.analysis.tables import row_label, select_for_report
-from toolkit.core.text import shell_word
+from toolkit.core import invocation
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, ResultStore
@@ -72,8 +73,8 @@ def hidden_note(hidden: dict[str, list[tuple[str, list[str]]]], results: str | N
         for rid, tests in hidden.items()
     )
     first = next(iter(hidden))
-    folder = f" --results {shell_word(results)}" if results else ""
+    again = invocation.command("report", "--run", first, results=Path(results) if results else None)
     return (
         "newest run per test: another run measured these tests without a telemetry flag where the cells "
-        f"shown are flagged: {runs}; `toolkit report{folder} --run {first}` shows it"
+        f"shown are flagged: {runs}; `{again}` shows it"
     )

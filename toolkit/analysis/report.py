@@ -45,8 +45,9 @@ from toolkit.analysis.table_text import (
     wrap,
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
+from toolkit.core import invocation
 from toolkit.core.text import counted, html_text, md_line, md_text, one_line, strip_controls
-from toolkit.results import NO_RESULTS, write_atomic
+from toolkit.results import no_results, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
 from toolkit.results.records import NO_TEST, BenchRecord
@@ -262,9 +263,9 @@ def _no_table(shown: Shown) -> str:
     if shown.read:  # read, but nothing to tabulate: say so, never "no results"
         return (
             f"no ok result to tabulate: {counted(shown.read, 'record')} read, {shown.failed} failed; "
-            "`toolkit report --json` lists them with their errors"
+            f"`{invocation.command('report', '--json')}` lists them with their errors"
         )
-    return NO_RESULTS
+    return no_results()
 
 
 def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
@@ -307,7 +308,7 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     if dropped:
         notes.append(
             f"not shown at {width} columns: the {' and '.join(sorted(dropped))} columns "
-            "(a wider terminal shows them, and so does `toolkit report --format github`)"
+            f"(a wider terminal shows them, and so does `{invocation.command('report', '--format', 'github')}`)"
         )
     out += [""] + [f"- {n}" for n in notes]
     return "\n".join(w for line in out for w in wrap(line, width))

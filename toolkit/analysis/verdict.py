@@ -61,6 +61,7 @@ from toolkit.analysis.tables import (
     noise_band,
     select_latest,
 )
+from toolkit.core import invocation
 from toolkit.core.text import md_line, md_text
 from toolkit.results.identity import is_tune_trial
 from toolkit.results.records import BenchRecord, imported
@@ -363,13 +364,15 @@ def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) ->
     any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
     if not set.intersection(*models.values()):  # no model every image measured: more images won't do
         return (
-            head + "they measured different models; measure one model on each (`toolkit bench -m NAME`"
+            head
+            + f"they measured different models; measure one model on each (`{invocation.command('bench', '-m', 'NAME')}`"
             f"{', or import a result file of the same model' if any_imported else ''})"
         )
     tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
     each = "; ".join(f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items())
     return (
-        head + f"they measured different tests ({each}); measure one test on each (`toolkit bench` runs "
+        head
+        + f"they measured different tests ({each}); measure one test on each (`{invocation.command('bench')}` runs "
         f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
         f"{', or pick images that share one with --image' if len(images) > 2 else ''}"
     )

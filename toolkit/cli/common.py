@@ -20,7 +20,7 @@ import click
 
 from toolkit import __version__
 from toolkit.core import invocation, signals
-from toolkit.core.errors import BadInput, FileSystemError, ToolkitError, symlink_loop
+from toolkit.core.errors import BadInput, FileSystemError, RunInterrupted, ToolkitError, symlink_loop
 from toolkit.core.text import path_text, shell_word, strip_controls
 
 
@@ -57,9 +57,15 @@ def _safe_echo(
 def _named_stream_error(exc: OSError, err: bool | None) -> Exception:
     """`exc` raised writing standard output (`err` False) or standard error (True; None: another
     file), named so; a closed pipe (EPIPE) as the FileSystemError it is (exit 8, one line), since
-    Click's own handler would end the command with a silent exit 1 (a bug's code)."""
+    Click's own handler would end the command with a silent exit 1 (a bug's code). While a stop signal
+    is being handled (signals.stopping), a stream gone (EIO: its terminal closed, the SIGHUP's cause;
+    EPIPE: its reader gone) is RunInterrupted: the signal's exit code (129, 130) stays, not 8 (nc47 S7)."""
     if exc.filename is None and err is not None:
         exc.filename = "standard error" if err else "standard output"
+    if err is not None and exc.errno in (errno.EIO, errno.EPIPE) and signals.stopping():
+        return RunInterrupted(
+            f"{INTERRUPTED}; {exc.filename}: {exc.strerror or exc}: its terminal or reader is gone"
+        )
     return FileSystemError.from_oserror(exc) if exc.errno == errno.EPIPE else exc
 
 
@@ -489,18 +495,29 @@ def results_folder(ctx: click.Context, param: click.Parameter, value: str | None
     """Click callback of --results and --against: a folder that is recognisably not a results folder but
     beside one (toolkit.results.results_near: one image's folder inside it, a project holding it) is
     bad input (exit 4) naming the folder to pass, never "no results yet" read, or results written,
-    in the wrong one. A folder that does not exist yet, or holds no records and is neither, passes."""
+    in the wrong one; so is a folder of other files (toolkit.results.foreign_file: the project's docs/
+    was filled with .index.sqlite, .lock and digest folders), refused here before any command makes
+    its lock or index. A folder that does not exist yet, or holds no records and is neither, passes."""
     if value is None or not os.path.isdir(value):
         return value
-    from toolkit.results import results_near
+    from toolkit.results import foreign_file, results_near
 
     try:
         near = results_near(Path(value))
+        other = None if near else foreign_file(Path(value))
     except BadInput as err:  # Click prints its own errors, not through terminal_safe: no escapes
         raise click.BadParameter(strip_controls(str(err))) from None
+    except OSError as err:  # a folder that cannot be listed: named as main names a path the OS refuses
+        raise click.BadParameter(strip_controls(str(FileSystemError.from_oserror(err)))) from None
     if near:
         what, there = near
         raise click.BadParameter(f"{path_text(value)} is {what}: pass {param.opts[0]} {path_text(there)}")
+    if other:
+        raise click.BadParameter(
+            f"{path_text(value)} is not a results folder: it holds {path_text(other)}, which no results folder "
+            f"holds (builds.jsonl, <digest12>/ image folders); pass {param.opts[0]} of a results folder, or of "
+            "a new or empty folder to start one"
+        )
     return value
 
 

@@ -30,6 +30,7 @@ from toolkit.cli.common import (
     results_option,
     terminal_width,
 )
+from toolkit.core import invocation
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
 from toolkit.core.text import path_text, plain_ascii
@@ -126,9 +127,9 @@ def report(
         and not (as_json or output or plots_dir or images or runs)
         and _no_records(root)
     ):
-        from toolkit.results import NO_RESULTS  # said without loading the report stack (~0.3 s)
+        from toolkit.results import no_results  # said without loading the report stack (~0.3 s)
 
-        click.echo(NO_RESULTS)
+        click.echo(no_results())
         return
     from toolkit.analysis import hidden as hidden_mod
     from toolkit.analysis import report as report_mod
@@ -308,7 +309,8 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
         raise BadInput(
             f"no results yet: {root} does not exist (nothing was measured or imported in this project); "
-            "run `toolkit bench` (or `toolkit import FILE --label NAME`), or pass --results DIR"
+            f"run `{invocation.command('bench')}` (or `{invocation.command('import', 'FILE', '--label', 'NAME')}`), "
+            "or pass --results DIR"
         )
     where = "" if results_dir else f" (beside {matrix_path}, which is not here)"
     from toolkit.matrix.api import project_hint

@@ -26,6 +26,7 @@ TAKES = {
     "report": ("matrix", "results"),
     "compare": ("matrix", "results"),
     "push": ("matrix", "results"),
+    "import": ("matrix", "results"),
 }
 """Which of --matrix / --results each suggested command takes (tests/test_fix45_newcomer.py checks this
 against the commands' own options); a command not listed takes neither."""

@@ -43,6 +43,12 @@ def stopped_by() -> str:
     return {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(_stopped_by, "Ctrl-C")  # type: ignore[call-overload]
 
 
+def stopping() -> bool:
+    """Whether a stop signal is being handled: one was noted (SIGTERM, SIGHUP, a signal held during a
+    save) or a run caught its interrupt and is stopping (hold_for_stop)."""
+    return _stopping or _stopped_by is not None
+
+
 def exit_code() -> int:
     """The exit code of a stopped run: 128 + 1 for SIGHUP (as a shell reports it), else 130
     (Ctrl-C and SIGTERM, docs/exit-codes.md)."""

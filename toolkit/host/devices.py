@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from toolkit.core import invocation
 from toolkit.core.errors import BadInput, ToolkitError
 from toolkit.core.gpuspecs import product_name
 
@@ -377,9 +378,10 @@ class Shortfall(NamedTuple):
 
     def message(self) -> str:
         """`cannot run on this host: no /dev/kfd (no AMD GPU driver ...); run `toolkit doctor``: the
-        words `toolkit build` skips the image with (Skipped.line), so build and bench say one thing."""
+        words `toolkit build` skips the image with (Skipped.line), so build and bench say one thing.
+        The doctor named is invocation.command's: the engine, matrix and results given (nc47 S9)."""
         fix = f"{self.fix}, or " if self.fix else ""
-        return f"cannot run on this host: {self.what} ({self.why}); {fix}run `toolkit doctor`"
+        return f"cannot run on this host: {self.what} ({self.why}); {fix}run `{invocation.command('doctor')}`"
 
     def short(self) -> str:
         """For doctor's one line per image: `no /dev/kfd (no AMD GPU driver ...)`."""
@@ -508,7 +510,7 @@ def select_gpus(
         )
         raise DeviceMissing(
             f"{backend} image: no GPU of the image's gfx targets ({','.join(targets or [])}) on this host "
-            f"({left_out or 'no GPU'}); rebuild the image for the host's arch or pass --gpu N; run `toolkit doctor`"
+            f"({left_out or 'no GPU'}); rebuild the image for the host's arch or pass --gpu N; run `{invocation.command('doctor')}`"
         )
     return done(chosen, hidden, False)
 

@@ -405,7 +405,7 @@ def _next_step(
         return (
             f"{'this folder' if export == '.' else export} is a run `toolkit export-run` wrote: `toolkit reproduce {export}"
             + (" --rebuild` builds its images (none can be pulled by digest) and" if rebuild else "`")
-            + f" re-runs it here (its README's Reproduce block says how); `toolkit report --results {export}` "
+            + f" re-runs it here (its README's Reproduce block says how); `{invocation.command('report', results=Path(export))}` "
             "prints its tables"
         )
     if runnable:
@@ -420,7 +420,7 @@ def _next_step(
         return f"`{build} && {bench}` measures {names} here"
     first = next((c for c in report.checks if c.level == "error"), None)
     return (f"mend `{first.topic}` above" if first else "no image can run here; see the reasons above") + (
-        ", then `toolkit doctor` again"
+        f", then `{invocation.command('doctor')}` again"
     )
 
 

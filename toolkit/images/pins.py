@@ -51,7 +51,7 @@ from typing import Any
 from pydantic import ValidationError
 from tabulate import tabulate
 
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.core.types import is_image_id
 from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
@@ -728,7 +728,7 @@ def check_model(pin: Pin, hosts: Hosts, timeout: float, endpoint: str | None = N
             pin,
             "ok",
             now,
-            f"nothing pinned: the default branch is at {now}; `toolkit fetch-model` "
+            f"nothing pinned: the default branch is at {now}; `{invocation.command('fetch-model')}` "
             "pins the commit it downloads",
         )
     if now and now != hf.revision:

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from toolkit.core import invocation
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import relative_path
@@ -234,7 +235,7 @@ class HfFile(StrictBlock):
         if v is not None and not re.fullmatch(r"[0-9a-f]{40}", v):
             raise ValueError(
                 f"revision {v!r} is not a commit hash (40 lowercase hex digits); branches and tags "
-                "move: remove it and run `toolkit fetch-model NAME`, which resolves and writes the commit"
+                f"move: remove it and run `{invocation.command('fetch-model', 'NAME')}`, which resolves and writes the commit"
             )
         return v
 

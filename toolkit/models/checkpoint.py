@@ -164,7 +164,7 @@ def read_quantization(model_dir: Path) -> CheckpointQuant | None:
     except FileNotFoundError:
         raise BadInput(
             f"{cfg}: missing; a Hugging Face checkpoint directory needs its config.json "
-            "(re-download it with `toolkit fetch-model`)"
+            f"(re-download it with `{invocation.command('fetch-model')}`)"
         ) from None
     except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(f"{cfg}: cannot be read as JSON ({err}); re-download the checkpoint") from None

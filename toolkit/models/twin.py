@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError, RemoteUnavailable, ToolkitError
 from toolkit.core.text import counted
 from toolkit.core.types import utc_now
@@ -552,12 +552,12 @@ def read_sidecar(path: Path) -> dict | None:
             data = jsonsafe.load(fh)
     except (OSError, jsonsafe.JsonProblem) as err:
         raise BadInput(
-            f"{side}: unreadable twin record ({err}); delete it and re-run `toolkit fetch-model NAME --twin`"
+            f"{side}: unreadable twin record ({err}); delete it and re-run `{invocation.command('fetch-model', 'NAME', '--twin')}`"
         ) from None
     if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA or data.get("kind") != TWIN_KIND:
         raise BadInput(
             f"{side}: not a twin record of schema {SIDECAR_SCHEMA} (kind {TWIN_KIND}); delete it and "
-            "re-run `toolkit fetch-model NAME --twin`"
+            f"re-run `{invocation.command('fetch-model', 'NAME', '--twin')}`"
         )
     return data
 
@@ -575,7 +575,7 @@ def model_extras(path: Path, sha256: str) -> dict:
     if data.get("sha256") != sha256:
         raise BadInput(
             f"{sidecar_path(path)}: describes a twin with sha256 {data.get('sha256')}, but {path} has "
-            f"{sha256}; re-run `toolkit fetch-model NAME --twin`, or delete the record if {path} is "
+            f"{sha256}; re-run `{invocation.command('fetch-model', 'NAME', '--twin')}`, or delete the record if {path} is "
             "not a twin"
         )
     return {"kind": TWIN_KIND, "twin_of": data["twin_of"]}

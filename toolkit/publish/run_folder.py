@@ -177,7 +177,12 @@ def describe_run(
         "matrix": Path(lm.path) if lm else None,
         "results": store.root,
     }  # the push hint's --matrix/--results
-    images = [_published_image(recs, [b for b in builds if b.digest == d], d, notes, where) for d in digests]
+    images = [
+        _published_image(
+            recs, [b for b in builds if b.digest == d], d, notes, where, bool(lm and lm.m.registry)
+        )
+        for d in digests
+    ]
     notes += [
         f"image {n!r}: no image digest recorded: reproduce cannot pull or check the image it ran"
         for n in dict.fromkeys(r.image.name for r in recs if not r.image.digest)
@@ -233,14 +238,27 @@ def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
     return off
 
 
+REGISTRY_PLACEHOLDER = "HOST[:PORT]/NAMESPACE"
+"""What a push hint names where it knows no registry to give: the user's to fill (push's --registry)."""
+
+
 def _published_image(
-    recs: list[BenchRecord], mine: list[BuildRecord], digest: str, notes: list[str], where: dict[str, Any]
+    recs: list[BenchRecord],
+    mine: list[BuildRecord],
+    digest: str,
+    notes: list[str],
+    where: dict[str, Any],
+    registry: bool,
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
     appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no
-    image), its `toolkit push` rendered by invocation.command with `where`'s matrix and results."""
+    image), its `toolkit push` rendered by invocation.command with `where`'s matrix and results, and
+    `--registry HOST[:PORT]/NAMESPACE` (said to be the user's to fill) where the matrix names no
+    `registry:` (`registry` False: without it the push printed fails, exit 4, nc47 S6) or names the
+    loopback one it went to (a push there again reaches no one else)."""
     first = next(r for r in recs if r.image.digest == digest)
     push = invocation.command("push", "--image", first.image.name, **where)
+    to = f"`{push} --registry {REGISTRY_PLACEHOLDER}` with the address of"
     last = mine[-1] if mine else None
     repo = merged(*(b.repo_digests for b in mine), first.image.repo_digests)
     if imported(digest):  # no image at all: neither a push nor --rebuild can give reproduce one
@@ -250,15 +268,16 @@ def _published_image(
             "cannot re-run them"
         )
     elif not engine.pullable_digests(repo):
+        run = f"`{push}`" if registry else f"{to} your registry for {REGISTRY_PLACEHOLDER},"
         notes.append(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
-            f"(or run `{push}` and export again)"
+            f"(or run {run} and export again)"
         )
     elif not reachable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
             "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
-            f"(or `{push}` to a registry others reach, and export again)"
+            f"(or run {to} a registry others reach for {REGISTRY_PLACEHOLDER}, and export again)"
         )
     return PublishedImage(
         name=first.image.name,

@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from toolkit.core import invocation
 from toolkit.core.errors import BadInput, refused_link
 from toolkit.core.text import one_line, path_text
 
@@ -55,6 +56,28 @@ def results_near(root: Path) -> tuple[str, Path] | None:
     if (root / "results").is_dir() and bench_files(root / "results"):
         return "not a results folder: the one it holds is results/", root / "results"
     return None
+
+
+_LAYOUT = frozenset({"builds.jsonl", "hosts", "campaigns", "measure"})
+"""What a results folder holds at its top besides the image folders (<digest12>/: records.ResultStore,
+_DIGEST_DIR): builds, campaigns' per-host folders and specs (toolkit.campaign.slurm), measure's rows."""
+
+
+def foreign_file(root: Path) -> str | None:
+    """The name of one entry of folder `root` that no results layout holds, where `root` holds none
+    that one does (_LAYOUT, a <digest12>/ folder, any folder of records: bench_files): a folder of other files (the project's docs/, its
+    Dockerfile.templates/) named as --results, which a bench or a report would take as a new results
+    folder and fill with .index.sqlite, .lock and digest folders (nc47 S8). None where it holds a
+    results layout, is an export-run folder (exported_run: read as results), or holds only hidden
+    entries (.seq, .lock, .index.sqlite) and report files (report.html, report.md: a report's
+    --output). Names sorted: the same one named each time. OSError of the listing as os.scandir's."""
+    with os.scandir(root) as entries:
+        names = sorted(e.name for e in entries)
+    if any(n in _LAYOUT or _DIGEST_DIR.fullmatch(n) for n in names):  # the usual case: no glob below
+        return None
+    if exported_run(root) or bench_files(root):
+        return None
+    return next((n for n in names if not n.startswith((".", "report"))), None)
 
 
 def export_beside(root: Path) -> Path | None:
@@ -313,5 +336,11 @@ def _lstat_mode(name: str, folder: int) -> int:
 
 
 NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"
-"""What a report of a results folder without a record says (kept here, light to import: an empty
-`toolkit report` says it without loading the report stack)."""
+"""What a report of a results folder without a record says, where the defaults were given (kept here,
+light to import: an empty `toolkit report` says it without loading the report stack): no_results()."""
+
+
+def no_results() -> str:
+    """NO_RESULTS with its commands as invocation.command renders them: the engine, matrix and results
+    given (`report --results R` said `toolkit bench`, which filled results/ beside the matrix, not R)."""
+    return f"no results yet: run `{invocation.command('bench')}` or `{invocation.command('import')}`"

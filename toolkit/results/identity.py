@@ -703,6 +703,8 @@ class Join:
     ignored: list[str] = field(default_factory=list)
     apart: dict[str, tuple[list, list]] = field(default_factory=dict)
     unknown_model: int = 0  # records left unmatched because their model is unknown (model_known)
+    tests_apart: bool = False
+    """Nothing matched and no test name (LABEL_FIELDS: pp N, tg N, depth, micro-batch) is on both sides."""
 
 
 def model_known(r: BenchRecord) -> bool:
@@ -764,6 +766,10 @@ def match_tests(
     if not same_unknown_model:
         out.unknown_model = sum(not model_known(r) for r in out.only_a + out.only_b)
     if not out.pairs and a and b:
+        names = sorted(common & LABEL_FIELDS)
+        out.tests_apart = not {tuple(f.get(k) for k in names) for f in fa} & {
+            tuple(f.get(k) for k in names) for f in fb
+        }
         for k in sorted(common | {"model"}):
             get = (lambda r, _f: model_fingerprint(r)) if k == "model" else (lambda r, f, k=k: f.get(k))
             va = sorted({str(get(r, f)) for r, f in zip(a, fa, strict=True)})

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.core import jsonsafe
+from toolkit.core import invocation, jsonsafe
 from toolkit.engine.api import RunSpec
 from toolkit.runtimes.vllm.args import VLLM_40081
 
@@ -186,7 +186,7 @@ def verdict(runtime: str, backend: str, facts: dict[str, Any], output: str = "")
         return None
     note = ""
     if facts.get("torch_device_count") == 0:  # HIP itself reaches no GPU: not the runtime's detection
-        note = "; the container reaches no GPU at all: check the devices and group ids it gets (`toolkit doctor`)"
+        note = f"; the container reaches no GPU at all: check the devices and group ids it gets (`{invocation.command('doctor')}`)"
     elif runtime == "vllm" and facts.get("platform") != "ROCM":  # HIP sees the card, vLLM does not
         note = f"; this is {VLLM_40081}"
     return f"GPU-path probe: {why}; {said}{note}"
