@@ -78,7 +78,7 @@ from toolkit.results import make_folders, open_regular
     type=FiniteRange(min=1, max=7 * 24 * 3600),
     default=None,
     metavar="SECONDS",
-    help="Per (image, model) run, 1 s to 7 days; default from the matrix.",
+    help="Per container: the sweep, its depth sweep and the canary each get it; 1 s to 7 days; default from the matrix.",
 )
 @click.option(
     "--allow-stale",

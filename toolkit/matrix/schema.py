@@ -361,7 +361,12 @@ class BenchAxes(StrictBlock):
         description="seconds llama-bench rests before each test (its --delay, 'cool off before the test' at "
         "0c1e57098): lets the GPU cool between tests; outside the measured window; recorded with every record",
     )
-    timeout_s: float = Field(3600, gt=0, le=7 * 24 * 3600, description="per (image, model) run, seconds")
+    timeout_s: float = Field(
+        3600,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="per container (the sweep, its depth sweep, the canary each), seconds",
+    )
     memory: str | None = Field(None, description="container memory limit (docker --memory), e.g. 24g")
     # Runtime environment as an axis: NAME -> values, crossed with each other like the other axes
     # (one container per combination; the llama-bench axes run inside each). Part of the test

@@ -45,7 +45,7 @@ Events = Callable[..., None]
 
 @dataclass
 class BenchOptions:
-    """Knobs of one `toolkit bench` run. `timeout_s` is per (image, model) container, seconds."""
+    """Knobs of one `toolkit bench` run. `timeout_s` is per container (each sweep, the depth sweep, the canary), seconds."""
 
     dry_run: bool = False
     strict: bool = False
