@@ -225,6 +225,27 @@ def test_a_micro_batch_slower_beyond_noise_at_one_depth_is_not_proposed(tmp_path
     assert tune_depth.depth_matrix_diff(tmp_path / "none.yaml", res, "big") == ""
 
 
+def test_a_depth_session_of_flagged_trials_or_of_one_setting_is_not_decided():
+    # brk47b F1: every trial host-busy (one 23772 tok/s sample beside 1908), and 32 was proposed +927 %
+    from tests.support.telemetry_fakes import supporting_block
+
+    recs = [
+        trial(512, 0, [1000.0, 1010.0, 990.0]),
+        trial(2048, 0, [1500.0, 1490.0, 1510.0]),
+        trial(512, 4096, [800.0, 805.0, 795.0]),
+        trial(2048, 4096, [1100.0, 1090.0, 1110.0]),
+    ]
+    assert tune_depth.best_over_depth(recs, "d1", ["n_ubatch"], DEFAULT).undecided == ""
+    recs[3].__pydantic_extra__["flags"] = ["host-busy"]  # as the runner stores a telemetry flag
+    recs[3].telemetry = supporting_block(["host-busy"])
+    res = tune_depth.best_over_depth(recs, "d1", ["n_ubatch"], DEFAULT)
+    assert res.best.candidate.label() == "n_ubatch=2048" and "flagged (host-busy)" in res.undecided
+    # brk47b F2 (nc47 S11 on this axis): the budget spent on the default alone said "best: the matrix default"
+    res = tune_depth.best_over_depth(recs[::2], "d1", ["n_ubatch"], DEFAULT)
+    assert res.undecided.startswith("only n_ubatch=512 was measured"), res.undecided
+    assert "not decided: only n_ubatch=512 was measured" in tune.format_result(res)
+
+
 def test_tune_depth_trials_measure_pp_at_every_depth_of_the_sweep(project):
     lm = load_matrix(project / "matrix.yaml")
     ref = next(m for m in lm.m.models if m.name == "qwen3-30b-a3b-q4kxl")

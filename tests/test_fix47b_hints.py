@@ -106,7 +106,8 @@ def test_a_results_folder_of_other_files_is_refused_before_anything_is_written_t
 ):
     there = tmp_path / folder
     there.mkdir()
-    (there / "a.md").write_text("# a page\n")
+    for name in ("a.md", "b.md", "c.md"):
+        (there / name).write_text("# a page\n")
     (tmp_path / "x.jsonl").write_text("{}\n")
     before = sorted(p.name for p in there.iterdir())
     res = subprocess.run(
@@ -134,7 +135,16 @@ def test_a_results_folder_with_records_beside_other_files_and_a_new_one_are_take
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / ".index.sqlite").write_text("")
     (tmp_path / "docs" / "b.md").write_text("")
-    assert foreign_file(tmp_path / "docs") == "b.md"
+    (tmp_path / "docs" / "README.md").write_text("")
+    # brk47b F5: a new results folder made with its README (and a note) is a results folder to start
+    assert foreign_file(tmp_path / "docs") is None
+    (tmp_path / "docs" / "c.md").write_text("")
+    assert foreign_file(tmp_path / "docs") == "README.md"
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "cpu").mkdir()  # a folder of other folders
+    assert foreign_file(tmp_path / "tpl") == "cpu"
+    (tmp_path / "tpl" / "0123456789ab").write_text("")  # a file named like a digest is no image folder
+    assert foreign_file(tmp_path / "tpl") == "0123456789ab"
 
 
 @pytest.fixture

@@ -278,15 +278,13 @@ def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidenc
     return len(meds) > 1 and max(meds) - min(meds) <= 3 * pooled and rel <= noisy and pooled > 0
 
 
-def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
-    """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
-    one setting alone was measured, a trial of either carries a telemetry flag (host-busy,
-    gpu-shared, throttled, ...: the system, not the setting, may have made the difference), a side
-    has a single sample (noise unknown), the
-    best lost to a default the search dropped, or the gain is within the noise (2 x the combined
-    relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
-    min_margin). "" when it can."""
-    from toolkit.analysis.tables import ReportOptions, noise_band, telemetry_flags
+def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
+    """Why `res.best` is not decided whatever its numbers, on every axis (depth too: tune_depth): one
+    setting alone was measured (nc47 S11: nothing to compare), or a trial record of the best or of the
+    default (`groups`: each candidate's records) carries a telemetry flag (host-busy, gpu-shared,
+    throttled, ...: the system, not the setting, may have made the difference). "" otherwise, and
+    where the best is the default or every candidate measured alike (no_effect)."""
+    from toolkit.analysis.tables import telemetry_flags
 
     best, dflt = res.best, res.default
     if best is not None and len(res.ranking) < 2:  # nc47 S11: a budget spent on the first setting
@@ -294,14 +292,30 @@ def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> s
     if best is None or res.no_effect or (dflt is not None and best.candidate == dflt.candidate):
         return ""
     sides = [best.candidate] + ([dflt.candidate] if dflt is not None else [])
-    flagged = sorted({f for c in sides for r in groups[c] for f in telemetry_flags(r)})
+    flagged = sorted({f for c in sides for r in groups.get(c, []) for f in telemetry_flags(r)})
     if flagged:
-        n = len([r for c in sides for r in groups[c] if telemetry_flags(r)])
+        n = len([r for c in sides for r in groups.get(c, []) if telemetry_flags(r)])
         return (
             f"{n} trial(s) of {best.candidate.label()}{' or the default' if dflt else ''} were flagged "
             f"({', '.join(flagged)}): the system, not the setting, may have made the difference; tune again "
             "on an idle host"
         )
+    return ""
+
+
+def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
+    """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
+    held (one setting alone measured, a flagged trial of either), a side has a single sample (noise
+    unknown), the best lost to a default the search dropped, or the gain is within the noise (2 x the
+    combined relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
+    min_margin). "" when it can."""
+    from toolkit.analysis.tables import ReportOptions, noise_band
+
+    best, dflt = res.best, res.default
+    if (why := held(res, groups)) or best is None or res.no_effect:
+        return why
+    if dflt is not None and best.candidate == dflt.candidate:
+        return ""
     if dflt is None:
         return ""  # said as "the matrix default was not measured"
 

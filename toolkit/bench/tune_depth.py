@@ -18,7 +18,7 @@ import re
 import statistics
 from pathlib import Path
 
-from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, best_setting
+from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, _setting_of, best_setting, held
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord
@@ -62,7 +62,7 @@ def best_over_depth(
     dflt = first.default.candidate if first.default is not None else None
     res.default = next((e for e in ranking if e.candidate == dflt), None)
     res.no_effect = all(p.no_effect for p in per.values())
-    res.undecided = "" if res.no_effect else _undecided(res, mine)
+    res.undecided = "" if res.no_effect else _undecided(res, mine, knobs)
     res.notes += [f"at depth {d}: {n}" for d, p in per.items() for n in p.notes]
     return res
 
@@ -83,13 +83,20 @@ def _geomean(c: Candidate, evs: list[Evidence]) -> Evidence:
     )
 
 
-def _undecided(res: TuneResult, mine: list[BenchRecord]) -> str:
-    """Why res.best is not proposed over the default: slower beyond the noise at a depth, or faster
-    beyond it at none (noise: analysis.tables.noise_band of the two sides' samples at that depth, at
-    least the verdict's min_margin). "" when it is proposed or is the default."""
+def _undecided(res: TuneResult, mine: list[BenchRecord], knobs: list[str]) -> str:
+    """Why res.best is not proposed over the default: tune.held (one setting alone measured, a trial of
+    either flagged host-busy, gpu-shared, ... at any depth), slower beyond the noise at a depth, or
+    faster beyond it at none (noise: analysis.tables.noise_band of the two sides' samples at that
+    depth, at least the verdict's min_margin). "" when it is proposed or is the default."""
     from toolkit.analysis.tables import ReportOptions, noise_band, slowdown_noise
 
+    groups: dict[Candidate, list[BenchRecord]] = {}
+    for r in mine:
+        if r.status == "ok":
+            groups.setdefault(_setting_of(r, knobs), []).append(r)
     best, dflt = res.best, res.default
+    if why := held(res, groups):
+        return why
     if best is None or dflt is None or best.candidate == dflt.candidate:
         return ""
     margin, wins = ReportOptions().min_margin, []

@@ -237,8 +237,6 @@ def _argv_asks_json(names: list[str]) -> bool:
 
 def main() -> None:
     """Console entry point: run the CLI and map toolkit errors to their exit codes."""
-    # no scan of every installed package for pydantic plugins (~10 ms of CPU; the toolkit uses none)
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _standard_streams_open()
     _sigterm_as_interrupt()
     note_json(None, None, None)  # not asked yet (main may run more than once in one process: tests)

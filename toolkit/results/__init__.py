@@ -65,19 +65,22 @@ _DIGEST_DIR): builds, campaigns' per-host folders and specs (toolkit.campaign.sl
 
 def foreign_file(root: Path) -> str | None:
     """The name of one entry of folder `root` that no results layout holds, where `root` holds none
-    that one does (_LAYOUT, a <digest12>/ folder, any folder of records: bench_files): a folder of other files (the project's docs/, its
+    that one does (_LAYOUT, a <digest12>/ folder, any folder of records: bench_files) and holds a
+    folder or 3 or more other entries: a folder of other files (the project's docs/, its
     Dockerfile.templates/) named as --results, which a bench or a report would take as a new results
     folder and fill with .index.sqlite, .lock and digest folders (nc47 S8). None where it holds a
     results layout, is an export-run folder (exported_run: read as results), or holds only hidden
-    entries (.seq, .lock, .index.sqlite) and report files (report.html, report.md: a report's
-    --output). Names sorted: the same one named each time. OSError of the listing as os.scandir's."""
+    entries (.seq, .lock, .index.sqlite), report files (report.html, report.md: a report's --output)
+    and up to 2 files of the user's (a README, notes: brk47b, a new results folder made with its README
+    was refused). Names sorted: the same one named each time. OSError of the listing as os.scandir's."""
     with os.scandir(root) as entries:
-        names = sorted(e.name for e in entries)
-    if any(n in _LAYOUT or _DIGEST_DIR.fullmatch(n) for n in names):  # the usual case: no glob below
+        listed = sorted((e.name, e.is_dir()) for e in entries)
+    if any(n in _LAYOUT or (d and _DIGEST_DIR.fullmatch(n)) for n, d in listed):  # the usual case: no glob
         return None
-    if exported_run(root) or bench_files(root):
+    others = [(n, d) for n, d in listed if not n.startswith((".", "report"))]
+    if len(others) < 3 and not any(d for _, d in others):
         return None
-    return next((n for n in names if not n.startswith((".", "report"))), None)
+    return None if exported_run(root) or bench_files(root) else others[0][0]
 
 
 def export_beside(root: Path) -> Path | None:
