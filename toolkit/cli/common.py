@@ -515,8 +515,8 @@ def results_folder(ctx: click.Context, param: click.Parameter, value: str | None
     if other:
         raise click.BadParameter(
             f"{path_text(value)} is not a results folder: it holds {path_text(other)}, which no results folder "
-            f"holds (builds.jsonl, <digest12>/ image folders); pass {param.opts[0]} of a results folder, or of "
-            "a new or empty folder to start one"
+            f"holds (builds.jsonl, <digest12>/ image folders); pass {param.opts[0]} of a results folder"
+            + (", or of a new or empty folder to start one" if param.opts[0] == "--results" else "")
         )
     return value
 
