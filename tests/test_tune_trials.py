@@ -145,6 +145,10 @@ def test_a_tune_trial_never_decides_the_verdict():
     assert {e.value for e in cells} == {71.37, 80.0}, cells
     only = verdict.verdict([trial, other])  # an image only tune measured is not judged
     assert only.axes["decode"].note.startswith("only cpu2"), only.axes["decode"].note
+    # brk47b F4: trials alone said "no results" beside tables full of their cells
+    alone = verdict.verdict([trial]).axes["decode"].note
+    assert alone.startswith("only tune trials here") and "`toolkit bench`" in alone, alone
+    assert verdict.verdict([]).axes["decode"].note == "no results"
 
 
 def test_the_hidden_run_note_leaves_tune_trials_out_and_names_each_cells_own_flags(tmp_path):
