@@ -123,7 +123,7 @@ def test_export_runs_push_note_carries_the_matrix_and_results_it_was_given(tmp_p
     assert res.exit_code == 0, res.output
     push = (  # the project's paths, as published; the matrix names no registry: the push names one to fill
         "`toolkit push --matrix small.yaml --results res2 --image cpu --registry HOST[:PORT]/NAMESPACE` with "
-        "the address of your registry for HOST[:PORT]/NAMESPACE, and export again"
+        "the address of your registry in its place, and export again"
     )
     assert push in res.output
     assert any(push in n for n in json.loads((out / "run.json").read_text())["notes"])

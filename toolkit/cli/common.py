@@ -491,6 +491,10 @@ def image_option(f):
     )(f)
 
 
+_WRITERS = frozenset({"bench", "build", "import", "tune", "measure", "push"})
+"""Commands whose --results may start a results folder (the others only read one)."""
+
+
 def results_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of --results and --against: a folder that is recognisably not a results folder but
     beside one (toolkit.results.results_near: one image's folder inside it, a project holding it) is
@@ -516,7 +520,7 @@ def results_folder(ctx: click.Context, param: click.Parameter, value: str | None
         raise click.BadParameter(
             f"{path_text(value)} is not a results folder: it holds {path_text(other)}, which no results folder "
             f"holds (builds.jsonl, <digest12>/ image folders); pass {param.opts[0]} of a results folder"
-            + (", or of a new or empty folder to start one" if param.opts[0] == "--results" else "")
+            + (", or of a new or empty folder to start one" if ctx.command.name in _WRITERS else "")
         )
     return value
 
@@ -551,7 +555,7 @@ def results_option(f, *, reading: bool = False, builds: bool = False):
         callback=_noting(results_folder if reading else written_results_folder),
         type=click.Path(file_okay=False, exists=reading),
         help="Results folder"
-        + (" (must exist: this command only reads it)" if reading else "")
+        + (" (must exist: this command reads it)" if reading else "")
         + ". Default: results/ beside the matrix."
         + (
             " Builds are recorded there, and a bench measures only the builds recorded in its own --results "

@@ -268,7 +268,7 @@ def _published_image(
             "cannot re-run them"
         )
     elif not engine.pullable_digests(repo):
-        run = f"`{push}`" if registry else f"{to} your registry for {REGISTRY_PLACEHOLDER},"
+        run = f"`{push}`" if registry else f"{to} your registry in its place,"
         notes.append(
             f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
             f"(or run {run} and export again)"
@@ -277,7 +277,7 @@ def _published_image(
         notes.append(
             f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
             "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
-            f"(or run {to} a registry others reach for {REGISTRY_PLACEHOLDER}, and export again)"
+            f"(or run {to} a registry others reach in its place, and export again)"
         )
     return PublishedImage(
         name=first.image.name,
