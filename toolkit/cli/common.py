@@ -491,17 +491,16 @@ def image_option(f):
     )(f)
 
 
-_WRITERS = frozenset({"bench", "build", "import", "tune", "measure", "push"})
-"""Commands whose --results may start a results folder (the others only read one)."""
-
-
-def results_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def results_folder(
+    ctx: click.Context, param: click.Parameter, value: str | None, *, writes: bool = False
+) -> str | None:
     """Click callback of --results and --against: a folder that is recognisably not a results folder but
     beside one (toolkit.results.results_near: one image's folder inside it, a project holding it) is
     bad input (exit 4) naming the folder to pass, never "no results yet" read, or results written,
     in the wrong one; so is a folder of other files (toolkit.results.foreign_file: the project's docs/
     was filled with .index.sqlite, .lock and digest folders), refused here before any command makes
-    its lock or index. A folder that does not exist yet, or holds no records and is neither, passes."""
+    its lock or index. A folder that does not exist yet, or holds no records and is neither, passes.
+    `writes`: the command may start a results folder there (written_results_folder), as its refusal says."""
     if value is None or not os.path.isdir(value):
         return value
     from toolkit.results import foreign_file, results_near
@@ -520,7 +519,7 @@ def results_folder(ctx: click.Context, param: click.Parameter, value: str | None
         raise click.BadParameter(
             f"{path_text(value)} is not a results folder: it holds {path_text(other)}, which no results folder "
             f"holds (builds.jsonl, <digest12>/ image folders); pass {param.opts[0]} of a results folder"
-            + (", or of a new or empty folder to start one" if ctx.command.name in _WRITERS else "")
+            + (", or of a new or empty folder to start one" if writes else "")
         )
     return value
 
@@ -533,7 +532,7 @@ def written_results_folder(ctx: click.Context, param: click.Parameter, value: st
     and a re-export shipped them. An empty path (`--results ''`: a script's unset variable) is bad input
     too: it imported into the default results/, as output_parent refuses `-o ''`."""
     _refuse_empty(value)
-    value = results_folder(ctx, param, value)
+    value = results_folder(ctx, param, value, writes=True)
     if value is None or not os.path.isdir(value):
         return value
     from toolkit.results import exported_run
