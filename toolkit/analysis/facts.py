@@ -257,6 +257,13 @@ class Interval:
         """Half-width, tok/s."""
         return (self.high - self.low) / 2
 
+    @property
+    def bounds(self) -> bool:
+        """Whether the interval bounds anything: its low end above 0 tok/s. One reaching 0 or below
+        (three processes whose means spread ~40 % or more) says only that the spread is huge: the rules
+        that compare cells judge such a pair by its stddevs (tables.interval_rels)."""
+        return self.low > 0
+
     def rel(self) -> float:
         """Half-width as a fraction of the mean (the interval's middle); inf for a mean <= 0."""
         mid = (self.low + self.high) / 2

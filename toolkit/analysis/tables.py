@@ -16,11 +16,12 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from toolkit.analysis import bands
 from toolkit.analysis.facts import (
     Facts,
+    Interval,
     ReportOptions,
     concurrency,
     energy,
@@ -128,17 +129,26 @@ def ci_band(rel_hi: float, rel_lo: float) -> float:
     return (1 + rel_lo) / (1 - rel_hi) - 1 if rel_hi < 1 else math.inf
 
 
-def interval_rels(hi: Any, lo: Any) -> tuple[float, float] | None:
-    """The relative half-widths (Interval.rel) of two cells' 95 % intervals (Facts, verdict Entries:
-    anything with `.ci`) where the pair is judged by them: both carry one whose low end is above 0
-    tok/s; else None. An interval reaching 0 or below (three
-    processes whose means spread ~40 % or more) bounds nothing: its ci_band is infinite, which made any
-    slowdown or lead noise; such a pair is judged by the stddev rule (noise_band), as one without."""
+class Spread(Protocol):
+    """A cell as the noise rules read it: Facts, or the verdict's Entry."""
+
+    @property
+    def ci(self) -> Interval | None: ...
+
+    @property
+    def rsd(self) -> float | None: ...
+
+
+def interval_rels(hi: Spread, lo: Spread) -> tuple[float, float] | None:
+    """The relative half-widths (Interval.rel) of two cells' 95 % intervals where the pair is judged by
+    them: both carry one that bounds something (Interval.bounds: its low end above 0 tok/s); else None.
+    An interval reaching 0 has an infinite ci_band, which made any slowdown or lead noise; such a pair
+    is judged by the stddev rule (noise_band), as one without."""
     a, b = hi.ci, lo.ci
-    return (a.rel(), b.rel()) if a is not None and b is not None and a.low > 0 and b.low > 0 else None
+    return (a.rel(), b.rel()) if a is not None and b is not None and a.bounds and b.bounds else None
 
 
-def margin_band(hi: Facts, lo: Facts) -> float:
+def margin_band(hi: Spread, lo: Spread) -> float:
     """The one noise rule of the verdict's margins, compare's regressions and the tables' best cell,
     as a margin hi / lo - 1 the faster cell `hi` must exceed over `lo`: where both cells carry a 95 %
     interval above 0 (interval_rels) the intervals must not overlap (ci_band), else the noise band of

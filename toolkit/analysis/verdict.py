@@ -56,8 +56,8 @@ from toolkit.analysis.tables import (
     ReportOptions,
     ci_band,
     column_labels,
-    interval_rels,
     knob_settings,
+    margin_band,
     noise_band,
     select_latest,
 )
@@ -120,10 +120,9 @@ class Group:
         """The margin the best entry must exceed over the next: their intervals' (both known) or
         their noise band, at least min_margin (the module docstring)."""
         top = self.entries[0]
-        other = self.entries[1] if len(self.entries) > 1 else None
-        if other is not None and (rels := interval_rels(top, other)) is not None:
-            return max(ci_band(*rels), min_margin)
-        return max(noise_band(top.rsd, other.rsd if other else 0.0), min_margin)
+        if len(self.entries) < 2:
+            return max(noise_band(top.rsd, 0.0), min_margin)
+        return max(margin_band(top, self.entries[1]), min_margin)
 
     def text(self) -> str:
         line = f"{self.name}: " + " > ".join(e.text() for e in self.entries)
@@ -317,7 +316,7 @@ def _rms_ci(best: dict[tuple, dict[str, Entry]], common: list[tuple], img: str) 
     """Root mean square of an image's relative interval half-widths over the common groups; None
     when a cell of it has no interval (fewer than 3 processes) or one reaching 0 (tables.interval_rels)."""
     cis = [best[o][img].ci for o in common]
-    rels = [ci.rel() for ci in cis if ci is not None and ci.low > 0]
+    rels = [ci.rel() for ci in cis if ci is not None and ci.bounds]
     return math.sqrt(sum(h * h for h in rels) / len(rels)) if rels and len(rels) == len(cis) else None
 
 
