@@ -104,9 +104,36 @@ def test_submit_refuses_an_image_that_was_never_pushed(tmp_path):
     res = CliRunner().invoke(cli, ["campaign", "submit", "--matrix", str(p / "matrix.yaml")])
     assert isinstance(res.exception, BadInput), res.output
     msg = str(res.exception)
-    push = f"toolkit push --matrix {p / 'matrix.yaml'} -i cpu"  # the campaign's matrix (core.invocation)
+    push = f"toolkit push --matrix {p / 'matrix.yaml'} --image cpu"  # the campaign's matrix (core.invocation)
     assert "no pushed registry digest" in msg and push in msg and "builds.jsonl" in msg
     assert not (p / "results" / "campaigns").exists()  # nothing submitted, nothing recorded
+
+
+@pytest.mark.parametrize(
+    ("matrix_registry", "campaign_registry", "said"),
+    [
+        (None, None, " --registry HOST[:PORT]/NAMESPACE` with the address of your registry in its place"),
+        (None, "127.0.0.1:5000/lab", " --registry 127.0.0.1:5000/lab`"),
+        ("127.0.0.1:5000/mine", "127.0.0.1:5000/lab", " --registry 127.0.0.1:5000/lab`"),
+        ("127.0.0.1:5000/lab", None, "`"),
+    ],
+)
+def test_the_campaigns_push_hint_names_the_registry_push_would_not_take(
+    tmp_path, matrix_registry, campaign_registry, said
+):
+    p = make_project(tmp_path, images=["cpu"], bench=AXES)
+    data = yaml.safe_load((p / "matrix.yaml").read_text())
+    data["campaign"] = {"gres_type": "fake", "hosts": [{"node": "n1"}]}
+    if campaign_registry:
+        data["campaign"]["registry"] = campaign_registry
+    if matrix_registry:
+        data["registry"] = matrix_registry
+    (p / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    _seed_build(p, "cpu", "sha256:" + "a" * 64, [])
+    res = CliRunner().invoke(cli, ["campaign", "submit", "--matrix", str(p / "matrix.yaml")])
+    assert isinstance(res.exception, BadInput), res.output
+    push = f"run `toolkit push --matrix {p / 'matrix.yaml'} --image cpu{said}"  # was: `... -i cpu` alone
+    assert push in str(res.exception), res.exception
 
 
 def test_job_scripts_pull_by_digest_and_ask_slurm_for_one_gpu(tmp_path):

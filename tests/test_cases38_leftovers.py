@@ -202,10 +202,10 @@ def test_a_resumed_sweep_counts_its_tests_from_the_plan(capsys):
     The events are the ones the runner sends (`start` per process with its own count, llama-bench's
     own `--progress` index in `progress`), through the CLI's printer off a terminal."""
     from toolkit.bench.run import PairProgress
-    from toolkit.cli.common import _plain_progress
+    from toolkit.cli.progress import plain_progress
 
     shown: list[tuple] = []
-    printer = _plain_progress(False)
+    printer = plain_progress(False)
 
     def events(kind, **kw):
         shown.append((kind, kw.get("done"), kw.get("total")))

@@ -8,7 +8,11 @@ and the host is tests/support/hosts.py's fake R9700 host (hostname r9700-box).""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +149,41 @@ def test_an_address_of_another_host_is_remote_where_nonlocal_binds_are_allowed()
     if done.returncode != 0 and "remote_engine" not in done.stderr:
         pytest.skip(f"no network namespace here: {done.stderr.strip()[:200]}")
     assert done.stdout.split() == ["True", "True"], done.stdout + done.stderr
+
+
+def test_a_name_that_resolves_to_this_hosts_own_address_is_no_remote_engine(tmp_path):
+    """/etc/hosts names (bound over the real one in a mount namespace of its own: root and unshare(1))
+    read by the real resolver: `docker.lan` this host's LAN address, `loop.lan` a loopback one, `far.lan`
+    another host, `both.lan` this host and another (the client may connect to either: remote)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a mount namespace of its own")
+    own = _own_lan_address()
+    hosts = tmp_path / "hosts"
+    hosts.write_text(
+        f"127.0.0.1 localhost\n{own} docker.lan both.lan\n127.0.0.9 loop.lan\n192.0.2.254 far.lan both.lan\n"
+    )
+    probe = (
+        "from toolkit.host.doctor_checks import remote_engine as r; "
+        "print(*[r({}, {'DOCKER_HOST': f'tcp://{n}:2375'}, 'r9700-box') is None "
+        "for n in ('docker.lan', 'loop.lan', 'far.lan', 'both.lan')])"
+    )
+    done = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            'mount --bind "$2" /etc/hosts && exec "$0" -c "$1"',
+            sys.executable,
+            probe,
+            str(hosts),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=False,
+    )
+    if done.returncode != 0 and "remote_engine" not in done.stderr:
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()[:200]}")
+    # was: False False False False (every name but this host's own was remote)
+    assert done.stdout.split() == ["True", "True", "False", "False"], done.stdout + done.stderr

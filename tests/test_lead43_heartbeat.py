@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from toolkit.cli import common
+from toolkit.cli import progress
 
 
 def _events(printer, phases, wait=0.0):
@@ -18,8 +18,8 @@ def _events(printer, phases, wait=0.0):
 
 
 def test_a_slow_test_says_it_still_runs(monkeypatch, capsys):
-    monkeypatch.setattr(common, "PLAIN_HEARTBEAT_S", 0.2)
-    _events(common._plain_progress(False), ["gen run 1/5", "gen run 2/5", "gen run 3/5"], wait=0.25)
+    monkeypatch.setattr(progress, "PLAIN_HEARTBEAT_S", 0.2)
+    _events(progress.plain_progress(False), ["gen run 1/5", "gen run 2/5", "gen run 3/5"], wait=0.25)
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "cpu x tiny: test 8/10 gen run 1/5"
     assert [e.split(" (")[0] for e in err[1:]] == [
@@ -30,5 +30,5 @@ def test_a_slow_test_says_it_still_runs(monkeypatch, capsys):
 
 
 def test_a_fast_test_stays_one_line(capsys):
-    _events(common._plain_progress(False), ["gen run 1/5", "gen run 2/5", "gen run 3/5"])
+    _events(progress.plain_progress(False), ["gen run 1/5", "gen run 2/5", "gen run 3/5"])
     assert capsys.readouterr().err.splitlines() == ["cpu x tiny: test 8/10 gen run 1/5"]

@@ -212,7 +212,7 @@ def test_a_finished_progress_bar_goes_away(monkeypatch) -> None:
     says the rest), where it lingered at 100 % for the rest of the run."""
     import rich.progress
 
-    from toolkit.cli import common
+    from toolkit.cli import progress
 
     made: list[rich.progress.Progress] = []
 
@@ -222,7 +222,7 @@ def test_a_finished_progress_bar_goes_away(monkeypatch) -> None:
             made.append(self)
 
     monkeypatch.setattr(rich.progress, "Progress", Kept)
-    events = common._rich_progress(outcomes=False)
+    events = progress.rich_progress(outcomes=False)
     try:
         events("start", image="cpu", model="m", total=4)
         events("start", image="vulkan", model="m", total=4)

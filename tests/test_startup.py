@@ -97,8 +97,8 @@ def test_the_progress_bar_draws_each_event_at_once_and_redraws_once_a_second():
     the next tick (three quick events: only the last was ever drawn). Now: each event drawn at once,
     and 2 s of waiting redraw the clock about twice (frames counted on a pseudo-terminal)."""
     code = (
-        "import time\nfrom toolkit.cli.common import _progress_printer\n"
-        "ev = _progress_printer(quiet=False)\n"
+        "import time\nfrom toolkit.cli.progress import progress_printer\n"
+        "ev = progress_printer(quiet=False)\n"
         "ev('start', image='cpu', model='tiny', total=3)\n"
         "for i in range(3):\n    ev('progress', image='cpu', model='tiny', done=i, total=3, phase='starting')\n"
         "time.sleep(2.0)\nev('done', image='cpu', model='tiny', total=3)\nev('close')\n"

@@ -52,7 +52,7 @@ from toolkit.analysis.tables import (
 )
 from toolkit.core import invocation
 from toolkit.core.errors import BadInput
-from toolkit.core.text import one_line, shell_word
+from toolkit.core.text import one_line, path_text, shell_word
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.index import digest_matches
@@ -281,7 +281,7 @@ def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None,
         return f"no ok result is stored under {store.root}"
     shown = ", ".join(f"{h.run_id} ({h.image.name}, {h.created[:16].replace('T', ' ')})" for h in newest[:n])
     more = f", and {len(newest) - n} older" if len(newest) > n else ""
-    return f"stored runs under {store.root}, newest first: {shown}{more}"
+    return f"stored runs under {path_text(store.root)}, newest first: {shown}{more}"
 
 
 def _same_records(a: Side, b: Side) -> bool:

@@ -106,6 +106,22 @@ def _held(files: list[Path], stale_s: float | None) -> Iterator[Path]:
             os.close(fd)
 
 
+def _elsewhere(containers: list, host: str, alive: list[str]) -> dict[str, str]:
+    """The runs of the toolkit bench containers of `containers` (engine.toolkit_containers) running from
+    a host other than `host` (or an older toolkit: cannot tell, assumed alive), less those in `alive`:
+    {run id: the run as RunGuard.others names it, with its containers}."""
+    running: dict[str, list[str]] = {}
+    for c in containers:
+        rid = c.labels.get(RUN_ID_LABEL, "")
+        if rid and c.labels.get(HOST_LABEL) != host and c.status == "running" and rid not in alive:
+            running.setdefault(rid, []).append(c.name)
+    return {
+        rid: f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from "
+        "another host or an older toolkit)"
+        for rid, ctrs in running.items()
+    }
+
+
 class RunGuard:
     """This run's presence on one container engine (see the module docstring)."""
 
@@ -118,7 +134,7 @@ class RunGuard:
         self.dir = lock_dir or Path(tempfile.gettempdir())
         self.path = self.dir / f"{self.prefix}{run_id}.lock"
         self.fd: int | None = None
-        self.foreign: list[str] = []  # running toolkit containers of other hosts seen at start
+        self.foreign: dict[str, str] = {}  # runs of other hosts running at start (_elsewhere), while they run
 
     def acquire(self) -> None:
         self.fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)  # a link planted in /tmp: BadInput
@@ -153,8 +169,15 @@ class RunGuard:
         return [f.name[len(self.prefix) : -len(".lock")] for f in _held(files, self.STALE_AFTER_S)]
 
     def others(self) -> list[str]:
-        """Every other benchmark known to be running on this engine now (for flagging records)."""
-        return self.alive_runs() + self.foreign
+        """Every other benchmark known to be running on this engine now (for flagging records): those
+        alive on this host, and of those running from another host at start (`foreign`) the ones whose
+        containers still run (one that has ended overlaps no later record: it flagged every record of
+        the run)."""
+        alive = self.alive_runs()
+        if self.foreign:
+            now = _elsewhere(engine.toolkit_containers(), self.host, alive)
+            self.foreign = {rid: said for rid, said in now.items() if rid in self.foreign}
+        return alive + list(self.foreign.values())
 
     def start(self, *, allow_concurrent: bool, note: Callable[[str], None]) -> None:
         """Take this run's lock, refuse (ConcurrentRun) if another run is alive unless
@@ -163,25 +186,19 @@ class RunGuard:
         alive = self.alive_runs()
         leftovers = []
         names: dict[str, list[str]] = {}  # run id -> its containers on this engine, for the message
-        running_elsewhere: dict[str, list[str]] = {}  # run id -> its running containers, of another host
-        for c in engine.toolkit_containers():
+        containers = [c for c in engine.toolkit_containers() if c.labels.get(RUN_ID_LABEL, "") != self.run_id]
+        for c in containers:
             rid = c.labels.get(RUN_ID_LABEL, "")
-            if not rid or rid == self.run_id:  # not a bench container (a build's), or ours
+            if not rid:  # not a bench container (a build's)
                 continue
             names.setdefault(rid, []).append(c.name)
             if c.labels.get(HOST_LABEL) == self.host:
                 if rid not in alive:
                     leftovers.append(c)
-            elif c.status == "running":  # another host (or an older toolkit): cannot tell, assume alive
-                running_elsewhere.setdefault(rid, []).append(c.name)
-            elif c.labels.get(HOST_LABEL) is None:
+            elif c.status != "running" and c.labels.get(HOST_LABEL) is None:
                 leftovers.append(c)
-        foreign = [
-            f"{_shown(rid)} (container{'s' if len(ctrs) > 1 else ''} {', '.join(ctrs)}, started from another "
-            "host or an older toolkit)"
-            for rid, ctrs in running_elsewhere.items()
-            if rid not in alive
-        ]
+        self.foreign = _elsewhere(containers, self.host, alive)
+        foreign = list(self.foreign.values())
         if leftovers:
             for c in leftovers:
                 engine.remove_container_id(c.id)
@@ -189,11 +206,10 @@ class RunGuard:
                 f"removed {len(leftovers)} leftover container(s) of earlier runs that are gone: "
                 + ", ".join(f"{c.name} ({c.status})" for c in leftovers)
             )
-        self.foreign = foreign
         others = alive + foreign
         if others and not allow_concurrent:
             self.release()
-            raise self._refusal(alive, foreign, names, running_elsewhere)
+            raise self._refusal(alive, foreign, names)
         if others:
             running = ", ".join([*map(_shown, alive), *foreign])
             note(
@@ -206,7 +222,6 @@ class RunGuard:
         alive: list[str],
         foreign: list[str],
         names: dict[str, list[str]],
-        running_elsewhere: dict[str, list[str]],
     ) -> ConcurrentRun:
         """The refusal of a run while others are alive: each named (its pid on this host and its
         containers, or said as `foreign`), with the command that removes the containers of runs
@@ -220,7 +235,7 @@ class RunGuard:
             )
             for rid in alive
         ] + foreign
-        gone = [n for rid, ctrs in running_elsewhere.items() if rid not in alive for n in ctrs]
+        gone = [n for rid in self.foreign for n in names[rid]]
         fix = (
             f" If that run is gone, remove its container: `{engine.cli()} rm -f {' '.join(gone)}`."
             if gone

@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from toolkit.core import invocation, jsonsafe
+from toolkit.core import jsonsafe
 from toolkit.core import registry as runners
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, ToolkitError
 from toolkit.core.paths import contained
@@ -246,8 +246,8 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
     spec = spec_of(lm)
     cid = campaign_id or new_id()
     results = store.root.resolve()
-    registry = spec.registry or lm.m.registry
-    registry = parse_registry(registry) if registry else None
+    named, key = (spec.registry, "campaign.registry") if spec.registry else (lm.m.registry, "registry")
+    registry = parse_registry(named, f"{lm.path}: {key}") if named else None
     slices: list[Slice] = []
     refused: list[str] = []
     for i, host in enumerate(spec.hosts):
@@ -292,6 +292,7 @@ def _pushed_build(
     image is refused (no current build, or that build never pushed)."""
     from toolkit.bench.build_choice import choose_build
     from toolkit.bench.runners.base import BenchOptions
+    from toolkit.publish.push import push_hint
 
     choice = choose_build(lm, im, store, BenchOptions())
     if choice.build is None:
@@ -301,7 +302,7 @@ def _pushed_build(
         where = f" to {registry}" if registry else ""
         return (
             f"{im.name} ({choice.build.digest[:19]}) has no pushed registry digest{where} in "
-            f"{store.builds_file}: run `{invocation.command('push', '-i', im.name, matrix=lm.path, results=store.root)}`"
+            f"{store.builds_file}: run {push_hint(im.name, registry, lm, matrix=lm.path, results=store.root)}"
         )
     return choice.build, ref
 

@@ -24,7 +24,6 @@ from toolkit.cli.common import (
     FiniteRange,
     _err,
     _load,
-    _progress_printer,
     _store,
     builds_results_option,
     echo_json,
@@ -36,9 +35,11 @@ from toolkit.cli.common import (
     results_option,
     terminal_width,
 )
+from toolkit.cli.progress import progress_printer
 from toolkit.core import invocation, signals, startup
 from toolkit.core.errors import BadInput, BenchFailed, FileSystemError, NothingDone
 from toolkit.core.paths import output_file
+from toolkit.core.text import path_text
 from toolkit.results import make_folders, open_regular
 
 
@@ -167,7 +168,7 @@ def bench(
             yes=yes,
             telemetry=not no_telemetry,
         )
-        events = _progress_printer(quiet=quiet, outcomes=True)
+        events = progress_printer(quiet=quiet, outcomes=True)
         try:
             outcomes = run_bench(lm, lm.select_images(images), lm.select_models(models), store, opts, events)
         finally:
@@ -448,10 +449,10 @@ def _keep_stopped_rows(out_path: Path, *, stopped: bool) -> None:
         out_path.unlink(missing_ok=True)
     if stopped:
         said = f"measure: stopped by {signals.stopped_by()}; the command and what it started were stopped; "
-        where = f"the rows measured before the stop are in {out_path}"
+        where = f"the rows measured before the stop are in {path_text(out_path)}"
         _err(said + (where if kept else "no llama-bench row had been measured, nothing was kept"))
     elif kept:
-        _err(f"measure: the rows measured before the error are in {out_path}")
+        _err(f"measure: the rows measured before the error are in {path_text(out_path)}")
 
 
 def _pass_bytes(stream: Any) -> Any:
@@ -493,7 +494,7 @@ def _say_measured(m, command, out_path: Path) -> None:
     foreign = f" ({m.foreign} not measured by it: no telemetry)" if m.foreign else ""
     _err(
         f"measure: {shlex.join(command)} {_ended(m.exit_code)} after {m.seconds:.1f} s; {len(m.rows)} llama-bench row(s){foreign}; "
-        f"flags: {', '.join(flags) or 'none'}; written to {out_path} (trace {out_path.with_suffix('.trace.jsonl')})"
+        f"flags: {', '.join(flags) or 'none'}; written to {path_text(out_path)} (trace {path_text(out_path.with_suffix('.trace.jsonl'))})"
     )
     if m.kernel_fault:
         _err(f"measure: {m.kernel_fault}")
@@ -578,17 +579,17 @@ def _fetch_plan(lm, spec, twin: bool) -> str:
 
     path = _model_file(lm, spec, twin)
     if path.exists():
-        return f"{path} present (dry run: its sha256 is checked only by a real fetch)"
+        return f"{path_text(path)} present (dry run: its sha256 is checked only by a real fetch)"
     if spec.generate:
         return (
             namesake_refusal(path, spec.generate, named=lm.model_paths())
-            or f"would generate {path} ({spec.generate})"
+            or f"would generate {path_text(path)} ({spec.generate})"
         )
     if spec.hf is None:
-        return f"{path} is absent and no `hf:` repo is given to fetch it from"
+        return f"{path_text(path)} is absent and no `hf:` repo is given to fetch it from"
     what = "read the GGUF header of" if twin else "download"
     at = spec.hf.revision or "the commit the Hub resolves now (then pinned in the matrix as revision:)"
-    return f"would {what} {spec.hf.repo}/{spec.hf.file or ''} at {at} to {path}"
+    return f"would {what} {spec.hf.repo}/{spec.hf.file or ''} at {at} to {path_text(path)}"
 
 
 def _fetched_json(lm, spec, twin: bool, status: str) -> dict:

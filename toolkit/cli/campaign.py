@@ -16,7 +16,6 @@ from toolkit.cli.common import (
     FiniteRange,
     _err,
     _load,
-    _progress_printer,
     _store,
     echo_json,
     json_option,
@@ -26,8 +25,9 @@ from toolkit.cli.common import (
     results_option,
     rich_console,
 )
+from toolkit.cli.progress import progress_printer
 from toolkit.core.errors import BadInput, BenchFailed
-from toolkit.core.text import counted
+from toolkit.core.text import counted, path_text
 
 STATE_STYLE = {
     "pending": "yellow",
@@ -241,7 +241,7 @@ def render_k8s(matrix_path, results_dir, as_json, output):
         f.unlink(missing_ok=True)
     if earlier:
         notes = [
-            f"replaced {len(earlier)} earlier manifest(s) in {out}"
+            f"replaced {len(earlier)} earlier manifest(s) in {path_text(out)}"
             + (
                 f"; removed those of jobs not in this campaign: {', '.join(f.name for f in gone)}"
                 if gone
@@ -253,7 +253,7 @@ def render_k8s(matrix_path, results_dir, as_json, output):
         echo_json({"files": files, "notes": notes})
         return
     for f in files:
-        click.echo(str(f))
+        click.echo(path_text(f))
     for n in notes:
         _err(f"note: {n}")
 
@@ -270,17 +270,19 @@ def _earlier_manifests(out: Path) -> list[Path]:
 
     fix = "give a new or empty folder of its own, e.g. -o k8s/"
     if out.is_symlink():
-        raise BadInput(f"--output {out} is a symbolic link; {fix}")
+        raise BadInput(f"--output {path_text(out)} is a symbolic link; {fix}")
     found = results_folder(out)
     if found:
-        raise BadInput(f"--output {out} is or lies in the results folder {found[0]}; {fix}")
+        raise BadInput(
+            f"--output {path_text(out)} is or lies in the results folder {path_text(found[0])}; {fix}"
+        )
     if not out.is_dir():
         return []  # new (or not a folder: write_k8s's mkdir names it)
     entries = sorted(out.iterdir())
     others = [e.name for e in entries if not _is_manifest(e)]
     if others:
         raise BadInput(
-            f"--output {out} holds files render-k8s did not write ({', '.join(others[:5])}"
+            f"--output {path_text(out)} holds files render-k8s did not write ({', '.join(others[:5])}"
             f"{', ...' if len(others) > 5 else ''}): `kubectl apply -f` would submit them too; {fix}"
         )
     return entries
@@ -301,7 +303,7 @@ def job(state_file, index):
     """The step a campaign job runs on its node (its script `exec`s this): pull by digest, bench the slice."""
     from toolkit.campaign import slurm as cmod
 
-    events = _progress_printer(quiet=True)
+    events = progress_printer(quiet=True)
     outcomes = cmod.run_job(Path(state_file), index, events)
     for o in outcomes:
         line = f"{o.image}: {o.status}" if o.model == "-" else f"{o.image} x {o.model}: {o.status}"

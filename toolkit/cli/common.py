@@ -1,5 +1,6 @@
 """What every CLI module shares: the exit-code epilog, the common options, matrix/results loading,
-stderr output and the progress printer. toolkit.cli.main and toolkit.cli.publish import it; it imports
+stderr output (the progress printer is toolkit.cli.progress). toolkit.cli.main and the
+command modules import it; it imports
 neither (one-way flow)."""
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import os
 import shutil
 import stat
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,18 +55,23 @@ def _safe_echo(
 
 
 def _named_stream_error(exc: OSError, err: bool | None) -> Exception:
-    """`exc` raised writing standard output (`err` False) or standard error (True; None: another
-    file), named so; a closed pipe (EPIPE) as the FileSystemError it is (exit 8, one line), since
-    Click's own handler would end the command with a silent exit 1 (a bug's code). While a stop signal
-    is being handled (signals.stopping), a stream gone (EIO: its terminal closed, the SIGHUP's cause;
-    EPIPE: its reader gone) is RunInterrupted: the signal's exit code (129, 130) stays, not 8 (nc47 S7)."""
+    """`exc` raised writing standard output (`err` False) or error (True; None: another file), named so;
+    a closed pipe (EPIPE) as the FileSystemError it is (exit 8, one line), where Click's handler exits 1
+    silently (a bug's code); a stream gone at a stop (_gone_at_stop) is RunInterrupted."""
     if exc.filename is None and err is not None:
         exc.filename = "standard error" if err else "standard output"
-    if err is not None and exc.errno in (errno.EIO, errno.EPIPE) and signals.stopping():
-        return RunInterrupted(
-            f"{INTERRUPTED}; {exc.filename}: {exc.strerror or exc}: its terminal or reader is gone"
-        )
+    if err is not None and (gone := _gone_at_stop(exc)):
+        return RunInterrupted(gone)
     return FileSystemError.from_oserror(exc) if exc.errno == errno.EPIPE else exc
+
+
+def _gone_at_stop(exc: OSError) -> str | None:
+    """What a standard stream gone at a stop says (signals.stopping; EIO: its terminal closed, EPIPE: its
+    reader gone; unnamed: a bare print()), None where it is not one: 129 or 130 stays, not 8 (nc47 S7)."""
+    streams = (None, "standard output", "standard error")
+    if exc.errno not in (errno.EIO, errno.EPIPE) or exc.filename not in streams or not signals.stopping():
+        return None
+    return f"{INTERRUPTED}; {exc.filename or 'a standard stream'}: {exc.strerror}: its terminal or reader is gone"
 
 
 def _core_echo(
@@ -275,8 +280,8 @@ def echo_json(obj: Any) -> None:
 
 def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
     """(exit code, error message or None) that `exc` ends the process with, as toolkit.cli.main
-    maps it: a ToolkitError its exit_code, an OSError 8 or 4 (FileSystemError.from_oserror),
-    Ctrl-C 130, a usage error 4, sys.exit(N) N, anything else 1 (a bug)."""
+    maps it: a ToolkitError its exit_code, an OSError 8 or 4 (FileSystemError.from_oserror; a stream
+    gone at a stop, _gone_at_stop: 129, 130), Ctrl-C 130, a usage error 4, sys.exit(N) N, else 1 (a bug)."""
     if exc is None:
         return 0, None
     if isinstance(exc, (click.exceptions.Exit, SystemExit)):
@@ -285,8 +290,9 @@ def outcome_of(exc: BaseException | None) -> tuple[int, str | None]:
         return code, (f"exited {code}" if code else None)
     if isinstance(exc, ToolkitError):
         return (signals.exit_code() if exc.exit_code == 130 else exc.exit_code), str(exc)
-    if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
-        return signals.exit_code(), INTERRUPTED
+    gone = _gone_at_stop(exc) if isinstance(exc, OSError) else None  # a bare print() at a stop, too
+    if gone or isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
+        return signals.exit_code(), gone or INTERRUPTED
     if isinstance(exc, click.ClickException):
         return (4 if isinstance(exc, click.UsageError) else exc.exit_code), exc.format_message()
     looped = symlink_loop(exc)  # pathlib's RuntimeError for a loop of links, as main maps it
@@ -413,9 +419,13 @@ def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
 
 def _refuse_empty(value: str | None) -> None:
     """BadParameter (exit 4) for an empty path (`-o ''`, `--results ''`: a script's unset variable),
-    which would otherwise read as the option left out."""
-    if value == "":
-        raise click.BadParameter("'': empty path; give a path, or leave the option out")
+    which would otherwise read as the option left out, and for `-` (Unix's standard output: it made a
+    file or folder named `-` in the current folder)."""
+    if value in ("", "-"):
+        raise click.BadParameter(
+            f"{value!r}: {'empty path' if value == '' else 'not standard output here'}; give a path "
+            f"({'or leave the option out' if value == '' else '`./-` for one named -'}); nothing was written"
+        )
 
 
 def output_parent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -603,108 +613,6 @@ def _store(lm, results_dir: str | None):
 
 def _err(msg: str) -> None:
     click.echo(msg, err=True)
-
-
-def _progress_printer(quiet: bool, outcomes: bool = False):
-    """An events callback for run_bench on stderr: the notes only when `quiet`; off a terminal a plain
-    line per test case; on a terminal a rich progress bar per (image, model). With `outcomes` (and not
-    `quiet`), each (image, model)'s outcome line on stdout as it is known: the pairs skipped before
-    anything runs, each measured one when it ends (on a terminal shared with stderr: above the bars)."""
-
-    def note_only(kind: str, **kw) -> None:
-        if kind == "note":
-            _err(kw["text"])
-
-    if quiet:
-        return note_only
-    if not sys.stderr.isatty():  # a log, not a terminal: one plain line per test case, no bar (nor rich)
-        return _plain_progress(outcomes)
-    return _rich_progress(outcomes)
-
-
-PLAIN_HEARTBEAT_S = 60.0
-"""Off a terminal, a test still running after this many seconds gets a line again at its next phase
-(`gen run 3/5`), at most this often: a log of a slow host showed `test 8/10` and then nothing for 11
-minutes, a hang and slowness alike."""
-
-
-def _plain_progress(outcomes: bool):
-    """The events callback off a terminal: the notes, one line per test case as it starts, and again
-    with its phase and time so far where it runs on past PLAIN_HEARTBEAT_S (at its next phase)."""
-    said: dict[tuple, tuple[float, float]] = {}  # a test -> (its start, its last line), monotonic seconds
-
-    def plain(kind: str, **kw) -> None:
-        if kind == "note":
-            _err(kw["text"])
-        elif kind == "outcome" and outcomes:
-            click.echo(kw["outcome"].line())
-        elif kind == "progress":
-            key, now = (kw.get("image"), kw.get("model"), kw["done"]), time.monotonic()
-            start, last = said.get(key, (now, None))
-            if last is None or now - last >= PLAIN_HEARTBEAT_S:
-                said[key] = (start, now)
-                took = f" ({int(now - start) // 60} min {int(now - start) % 60} s so far)" if last else ""
-                _err(
-                    f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}".rstrip() + took
-                )
-
-    return plain
-
-
-def _rich_progress(outcomes: bool):
-    """The events callback on a terminal: a rich progress bar per running (image, model) process, the
-    notes above them; a finished bar is removed (its pair's outcome line stays), so only the running
-    ones and those a failure or Ctrl-C stopped remain on screen."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=rich_console(stderr=True),
-        transient=False,
-        # the bar's clock shows whole seconds: redrawn once a second, and at once on every event below
-        # (rich's default, 10 a second, cost ~18 ms of CPU per second of the run: more than the rest of
-        # the toolkit while llama-bench measures)
-        refresh_per_second=1,
-        redirect_stdout=False,  # stdout that is not this terminal (a file, a pipe) keeps its lines
-    )
-    from rich.markup import escape
-
-    tasks: dict[tuple, TaskID] = {}
-
-    def events(kind: str, **kw) -> None:
-        key = (kw.get("image"), kw.get("model"))
-        if kind == "start":
-            if not progress.live.is_started:
-                progress.start()
-            tasks[key] = progress.add_task(f"{key[0]} x {key[1]}", total=kw["total"])
-        elif kind == "progress" and key in tasks:
-            progress.update(
-                tasks[key],
-                completed=kw["done"],
-                total=kw["total"],
-                description=escape(
-                    terminal_safe(f"{key[0]} x {key[1]}: test {kw['done'] + 1}/{kw['total']} {kw['phase']}")
-                ),
-            )
-        elif kind == "done" and key in tasks:  # finished: its bar goes (the outcome line says the rest)
-            progress.remove_task(tasks.pop(key))
-        elif kind == "close" and progress.live.is_started:
-            progress.stop()
-            return
-        elif kind == "note":
-            progress.console.print(terminal_safe(kw["text"]), markup=False, highlight=False, soft_wrap=True)
-        elif kind == "outcome" and outcomes:
-            if sys.stdout.isatty():  # the same screen as the bars: printed above them, not through them
-                progress.console.print(kw["outcome"].line(), markup=False, highlight=False, soft_wrap=True)
-            else:
-                click.echo(kw["outcome"].line())
-        if kind in ("start", "progress", "done") and progress.live.is_started:
-            progress.refresh()
-
-    return events
 
 
 class FiniteRange(click.FloatRange):

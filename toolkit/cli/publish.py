@@ -13,7 +13,6 @@ from toolkit.cli.common import (
     EPILOG,
     _err,
     _load,
-    _progress_printer,
     _store,
     echo_json,
     human_format,
@@ -25,7 +24,8 @@ from toolkit.cli.common import (
     read_results_option,
     results_option,
 )
-from toolkit.core.text import strip_controls
+from toolkit.cli.progress import progress_printer
+from toolkit.core.text import path_text, strip_controls
 
 PUSH_EPILOG = EPILOG + " A failed push exits 2."
 _LAYER_DONE = ("Pushed", "Layer already exists", "Pull complete", "Already exists")
@@ -160,7 +160,7 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
         return
     click.echo(
         f"run {strip_controls(' '.join(run.run_id.splitlines()))}: {run.records.get('ok', 0)} results, {len(run.images)} image(s), "
-        f"{len(run.models)} model(s) -> {output}"
+        f"{len(run.models)} model(s) -> {path_text(output)}"
     )
     for note in run.notes:
         _err(f"note: {note}")
@@ -223,7 +223,7 @@ def reproduce(
     if not Path(run).is_dir():
         lm = _load(matrix_path)
         store = _store(lm, results_dir)
-    events = _progress_printer(quiet=as_json)
+    events = progress_printer(quiet=as_json)
     try:
         rep = reproduce_mod.reproduce(
             run,

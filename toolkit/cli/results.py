@@ -308,14 +308,14 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
         return root
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
         raise BadInput(
-            f"no results yet: {root} does not exist (nothing was measured or imported in this project); "
+            f"no results yet: {path_text(root)} does not exist (nothing was measured or imported in this project); "
             f"run `{invocation.command('bench')}` (or `{invocation.command('import', 'FILE', '--label', 'NAME')}`), "
             "or pass --results DIR"
         )
-    where = "" if results_dir else f" (beside {matrix_path}, which is not here)"
+    where = "" if results_dir else f" (beside {path_text(matrix_path)}, which is not here)"
     from toolkit.matrix.api import project_hint
 
-    raise BadInput(f"no results folder at {root}{where}: {project_hint('--results DIR')}")
+    raise BadInput(f"no results folder at {path_text(root)}{where}: {project_hint('--results DIR')}")
 
 
 def _need_filter_match(
@@ -353,7 +353,7 @@ def _need_filter_match(
         if x
     )
     raise BadInput(
-        f"{root}: no record of {'; '.join(unknown) if unknown else asked} "
+        f"{path_text(root)}: no record of {'; '.join(unknown) if unknown else asked} "
         f"({len(have)} records there; images: {', '.join(known_images)}; "
         f"newest runs first: {', '.join(all_runs[:5])}): fix --image / --run"
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from toolkit.engine.choice import (
     HOST_LABEL,
+    address_problem,
     cli,
     client,
     engine_id,

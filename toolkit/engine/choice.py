@@ -248,9 +248,9 @@ def client():
     from docker.errors import DockerException
 
     where = os.environ.get("DOCKER_HOST", "") or use_docker_context()
-    if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):  # a scheme and no address
+    if why := address_problem(where):
         raise EngineUnavailable(
-            f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: no address): unset "
+            f"Docker engine not reachable: DOCKER_HOST is malformed (DOCKER_HOST={where!r}: {why}): unset "
             "it to use the local engine, or set it to unix:///var/run/docker.sock or tcp://HOST:PORT"
         )
     c = _cached(where)
@@ -284,6 +284,28 @@ def client():
         msg = _first_line(err)
         fix = unreachable_fix(where, msg, installed=docker_installed(), podman=bool(shutil.which("podman")))
         raise EngineUnavailable(f"Docker engine not reachable{at} ({msg}): {fix}") from None
+
+
+_HOST_MARKS = frozenset("._~!$&'()*+,;=:@%[]-")
+"""What the address of a network DOCKER_HOST may hold beside letters and digits (RFC 3986's authority:
+user, host, port; an IPv6 literal and its zone)."""
+
+
+def address_problem(where: str) -> str | None:
+    """Why engine address `where` (DOCKER_HOST, CONTAINER_HOST) is malformed, None where it is not: a
+    scheme and no address, or a tcp://, http(s):// or ssh:// address holding a character no host, user
+    or port holds (a backslash, a space, a control character) before its path. Readers part at such a
+    character differently (the docker SDK's urllib3 takes `tcp://10.1.2.3\\@127.0.0.1:2375` to 10.1.2.3
+    port 80, urllib and so `toolkit doctor` to 127.0.0.1): the engine is not asked, and doctor judges no
+    host by it (host.doctor_checks.remote_engine)."""
+    if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):
+        return "no address"
+    scheme, _, rest = where.partition("://")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    odd = [c for c in authority if not (c.isalnum() and c.isprintable()) and c not in _HOST_MARKS]
+    if scheme.lower() in ("tcp", "http", "https", "ssh") and odd:
+        return f"{odd[0]!r} in its address: no host name, user or port holds one"
+    return None
 
 
 def use_docker_context() -> str:

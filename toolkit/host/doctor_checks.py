@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from toolkit.core.gpuspecs import spec_by_name, spec_by_pci
 from toolkit.core.text import one_line
+from toolkit.engine.api import address_problem
 from toolkit.host.devices import (
     AMD_VENDOR,
     INTEL_VENDOR,
@@ -461,34 +462,40 @@ REMOTE_WHY = (
     "(this host's sysfs and /dev) say nothing about them; run `toolkit doctor` on that host"
 )
 
-_IPV4_PARTS = re.compile(r"(?:0x[0-9a-f]+|[0-9]+)(?:\.(?:0x[0-9a-f]+|[0-9]+)){0,3}")
-"""An IPv4 address in any of inet_aton's spellings, and nothing after it (glibc's inet_aton takes
-`127.0.0.1 evil.com` as 127.0.0.1)."""
-
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
 
 def _this_host(host: str, hostname: str | None) -> bool:
-    """Whether the address `host` of DOCKER_HOST reaches this host: a loopback or unspecified address in
-    any spelling the resolver takes (`127.1`, `0x7f.1`, `2130706433`, `[::ffff:127.0.0.1]`,
-    `[0:0:0:0:0:0:0:1]`, `0`), an address of this host's own interfaces (_own_address), `localhost` and
-    its kin (`localhost.`, `*.localhost`, `ip6-localhost`), or this host's own name (`hostname`, its
-    first label compared as remote_engine compares a daemon's)."""
+    """Whether the address `host` of DOCKER_HOST reaches this host: `localhost` and its kin (`localhost.`,
+    `*.localhost`, `ip6-localhost`), this host's own name (`hostname`, its first label compared as
+    remote_engine compares a daemon's), or a name or address every address of which, as the resolver
+    gives them to the client that connects (getaddrinfo: `127.1`, `0x7f.1`, `2130706433`,
+    `[::ffff:127.0.0.1]`, an /etc/hosts or DNS name), is a loopback or unspecified one or one of this
+    host's own interfaces (_own_address)."""
     name = host.strip().lower().removesuffix(".")
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
-    addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    if hostname and not _is_address(name) and _short_host(name) == _short_host(hostname):
+        return True
+    try:  # the zone of an IPv6 literal (fe80::1%eth0) is the interface's, as _own_address reads it
+        asked = name.partition("%")[0] if ":" in name else name
+        found = {str(a[4][0]).partition("%")[0] for a in socket.getaddrinfo(asked, None)}
+        addrs = [ipaddress.ip_address(a) for a in found]
+    except (OSError, ValueError, UnicodeError):  # unresolved, or not an address the resolver gave
+        return False
+    return bool(addrs) and all(_local(getattr(a, "ipv4_mapped", None) or a) for a in addrs)
+
+
+def _is_address(name: str) -> bool:
     try:
-        addr = ipaddress.ip_address(name.partition("%")[0] if ":" in name else name)  # an IPv6 zone
+        ipaddress.ip_address(name.partition("%")[0])
     except ValueError:
-        try:  # inet_aton's IPv4 spellings (127.1, 0x7f.1, 2130706433), as getaddrinfo reads them
-            addr = ipaddress.ip_address(socket.inet_aton(name)) if _IPV4_PARTS.fullmatch(name) else None
-        except OSError:
-            addr = None
-    if addr is not None:
-        mapped = getattr(addr, "ipv4_mapped", None) or addr
-        return mapped.is_loopback or mapped.is_unspecified or _own_address(mapped)
-    return bool(hostname) and _short_host(name) == _short_host(hostname or "")
+        return False
+    return True
+
+
+def _local(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return addr.is_loopback or addr.is_unspecified or _own_address(addr)
 
 
 def _own_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -543,6 +550,8 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
     where = str(env.get(var) or "").strip()
     try:
         scheme, host = where.partition("://")[0].lower(), urlsplit(where).hostname or ""
+        if address_problem(where):  # read otherwise by the engine's client, which refuses it
+            raise ValueError(where)
     except ValueError:  # a malformed address: the engine check says so
         scheme, host = "", ""
     if scheme in ("tcp", "ssh", "http", "https") and host and not _this_host(host, hostname):

@@ -407,8 +407,11 @@ class BenchAxes(StrictBlock):
                 if x is None:
                     vals.append(None)
                     continue
-                if isinstance(x, bool) or not isinstance(x, str | int | float):
-                    raise ValueError(f"env.{name}: {x!r} is not a string, a number or null (unset)")
+                if isinstance(x, bool) or not isinstance(x, str | int):  # a float is set as Python writes
+                    raise ValueError(  # it, not as shown: 1.10 -> 1.1, 1.0e3 -> 1000.0, 1e400 -> inf
+                        f"env.{name}: {x!r} is not text, a whole number or null (unset); quote a decimal or a "
+                        f"flag word (e.g. '1.10', 'true'): unquoted, YAML reads it as a number or boolean"
+                    )
                 size = len(f"{name}={x}".encode()) + 1  # with its NUL, as the kernel counts it
                 if size > MAX_ENV_STRING:
                     raise ValueError(

@@ -32,8 +32,33 @@ ATTEST_NOTE = (
     "driver cannot. `toolkit push --attest` rebuilds and pushes through such a builder when one exists "
     "(`docker buildx create --driver docker-container --use`, which needs the moby/buildkit image)."
 )
-_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_REGISTRY = re.compile(  # distribution's reference grammar: a host of dot-separated labels (or [IPv6]),
+    # each starting and ending with a letter or digit; an optional port; lowercase path components
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])"
+    r"(?::(?P<port>[0-9]{1,5}))?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
+)
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+REGISTRY_PLACEHOLDER = "HOST[:PORT]/NAMESPACE"
+"""What a push hint names where it knows no registry to give: the user's to fill (push's --registry)."""
+
+
+def push_hint(
+    image: str, registry: str | None, lm: LoadedMatrix | None, *, whose: str = "your registry", **where: Any
+) -> str:
+    """The `toolkit push` of `image` to `registry` that works as printed, in backticks (rendered by
+    invocation.command with `where`'s matrix and results): `--registry REGISTRY` where it is not the
+    matrix's `registry:` (push's default; `lm` None: none known), and `--registry HOST[:PORT]/NAMESPACE`
+    said to be the user's to fill (`whose`: the registry meant) where `registry` is None: the one hint of
+    export-run's notes and the campaign's refusals (without --registry the push printed failed, exit 4)."""
+    push = invocation.command("push", "--image", image, **where)
+    default = lm.m.registry if lm is not None and lm.m.registry else None
+    if registry is None:
+        return f"`{push} --registry {REGISTRY_PLACEHOLDER}` with the address of {whose} in its place"
+    if default is None or parse_registry(default) != parse_registry(registry):
+        return f"`{push} --registry {registry}`"
+    return f"`{push}`"
 
 
 class PushFailed(BuildFailed):
@@ -43,13 +68,16 @@ class PushFailed(BuildFailed):
 # ------------------------------------------------------------------------------------------- push
 
 
-def parse_registry(value: str) -> str:
-    """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash; BadInput otherwise."""
+def parse_registry(value: str, where: str = "registry") -> str:
+    """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash (a port 1-65535); BadInput
+    naming `where` (the option or the matrix key it came from) otherwise: `..` or `-x` as a host was
+    taken, then refused by the engine as an invalid reference only when the push ran (exit 2)."""
     reg = value.strip().rstrip("/")
-    if "://" in reg or not _REGISTRY.match(reg):
+    m = None if "://" in reg else _REGISTRY.match(reg)
+    if not m or not 1 <= int(m["port"] or 443) <= 65535:
         raise BadInput(
-            f"registry {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
-            "ghcr.io/acme (no http://; lowercase namespace)"
+            f"{where} {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
+            "ghcr.io/acme (no http://; a host name, a port 1-65535, a lowercase namespace)"
         )
     return reg
 
@@ -313,7 +341,11 @@ def push_images(
     say what would be tagged and pushed (push_image), push and record nothing."""
     if not (registry or lm.m.registry):
         raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
-    reg = parse_registry(registry or lm.m.registry or "")
+    reg = (
+        parse_registry(registry, "--registry")
+        if registry
+        else parse_registry(lm.m.registry or "", f"{lm.path}: registry")
+    )
     out = []
     for spec in lm.select_images(names):
         if dry_run:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tabulate import tabulate
 
 from toolkit import __version__
-from toolkit.core import invocation, jsonsafe
+from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
 from toolkit.core.text import code, counted, md_line, md_prose, md_text, strip_controls
@@ -24,7 +24,7 @@ from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
 from toolkit.publish import folder_copy, scrub, sweeps
-from toolkit.publish.push import merged
+from toolkit.publish.push import merged, push_hint
 from toolkit.results import index as resultindex
 from toolkit.results import open_regular, write_atomic
 from toolkit.results.records import (
@@ -178,10 +178,7 @@ def describe_run(
         "results": store.root,
     }  # the push hint's --matrix/--results
     images = [
-        _published_image(
-            recs, [b for b in builds if b.digest == d], d, notes, where, bool(lm and lm.m.registry)
-        )
-        for d in digests
+        _published_image(recs, [b for b in builds if b.digest == d], d, notes, where, lm) for d in digests
     ]
     notes += [
         f"image {n!r}: no image digest recorded: reproduce cannot pull or check the image it ran"
@@ -238,27 +235,21 @@ def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
     return off
 
 
-REGISTRY_PLACEHOLDER = "HOST[:PORT]/NAMESPACE"
-"""What a push hint names where it knows no registry to give: the user's to fill (push's --registry)."""
-
-
 def _published_image(
     recs: list[BenchRecord],
     mine: list[BuildRecord],
     digest: str,
     notes: list[str],
     where: dict[str, Any],
-    registry: bool,
+    lm: LoadedMatrix | None,
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
     appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no
-    image), its `toolkit push` rendered by invocation.command with `where`'s matrix and results, and
-    `--registry HOST[:PORT]/NAMESPACE` (said to be the user's to fill) where the matrix names no
-    `registry:` (`registry` False: without it the push printed fails, exit 4, nc47 S6) or names the
-    loopback one it went to (a push there again reaches no one else)."""
+    image), its `toolkit push` (push_hint: `where`'s matrix and results; --registry to fill where `lm`'s
+    matrix names no `registry:`, or names the loopback one it went to: a push there again reaches no
+    one else)."""
     first = next(r for r in recs if r.image.digest == digest)
-    push = invocation.command("push", "--image", first.image.name, **where)
-    to = f"`{push} --registry {REGISTRY_PLACEHOLDER}` with the address of"
+    name = first.image.name
     last = mine[-1] if mine else None
     repo = merged(*(b.repo_digests for b in mine), first.image.repo_digests)
     if imported(digest):  # no image at all: neither a push nor --rebuild can give reproduce one
@@ -268,16 +259,17 @@ def _published_image(
             "cannot re-run them"
         )
     elif not engine.pullable_digests(repo):
-        run = f"`{push}`" if registry else f"{to} your registry in its place,"
+        run = push_hint(name, lm.m.registry if lm else None, lm, **where) + (
+            "" if lm and lm.m.registry else ","
+        )
         notes.append(
-            f"image {first.image.name}@{digest[:19]} was never pushed: reproduce needs --rebuild "
-            f"(or run {run} and export again)"
+            f"image {name}@{digest[:19]} was never pushed: reproduce needs --rebuild (or run {run} and export again)"
         )
     elif not reachable_digests(repo):
         notes.append(
             f"image {first.image.name}@{digest[:19]} was pushed only to a registry on the exporting host's "
             "loopback address: that host can pull it, no other can; elsewhere reproduce needs --rebuild "
-            f"(or run {to} a registry others reach in its place, and export again)"
+            f"(or run {push_hint(name, None, lm, whose='a registry others reach', **where)}, and export again)"
         )
     return PublishedImage(
         name=first.image.name,

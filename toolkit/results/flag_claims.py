@@ -19,6 +19,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
+from toolkit.core.stats import finite_number
 from toolkit.results.records import BenchRecord, run_id_start
 from toolkit.results.sequence import CLOCK_SKEW_BACK_S, written_at
 from toolkit.results.telemetry_flags import UNSUPPORTED
@@ -137,9 +138,10 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     as the record is saved) names no run that was alive beside it, None where it can (or it has none).
     Not backed: no list of other runs (an empty or no list: guard sets it only where one is alive); an
     entry that is this record's own run (a run is not concurrent with itself); a run whose id says it
-    started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, sequence.py) after this record was
-    `created`, for a runner whose `created` is when the record was saved (SAVED_AS_CREATED; a vLLM or
-    SGLang record's is its run's start, up to the whole sweep before it was saved); an imported record (`toolkit import` writes
+    started more than CLOCK_SKEW_BACK_S (s: two hosts' clocks, sequence.py) after this record's measured
+    window ended: its telemetry's `t1`, else its `created` for a runner whose `created` is when the record
+    was saved (SAVED_AS_CREATED; a vLLM or SGLang record's is its run's start, up to the whole sweep
+    before it was saved, and the saver names every run alive at the save); an imported record (`toolkit import` writes
     none: no run of this toolkit wrote it). Another run's records need not be in this store (it may have
     written another results folder on the same engine), so their absence backs nothing and refutes nothing."""
     c = (r.model_extra or {}).get("concurrent")
@@ -150,14 +152,17 @@ def concurrent_problem(r: BenchRecord) -> str | None:
     runs = c.get("other_runs") if isinstance(c, dict) else None
     if not isinstance(runs, list) or not runs or not all(isinstance(x, str) and x.strip() for x in runs):
         return "its concurrent field names no other run (other_runs: a list of run ids)"
-    # only a llama-bench record's `created` is when it was saved (runners/llama_bench.py: utc_now() as each
-    # row arrives); vLLM's and SGLang's records share the `created` of their run's start (their _base), and
-    # are saved minutes later, after the phase they measured: another run may start in between
-    made = written_at(r.created) if r.runner in SAVED_AS_CREATED else None
+    # the measured window's end: its telemetry's t1 (any runner), else a llama-bench record's `created`,
+    # when it was saved (runners/llama_bench.py: utc_now() as each row arrives); vLLM's and SGLang's records
+    # share the `created` of their run's start (their _base), and are saved minutes after the phase they
+    # measured: another run may start in between, after the window and before the save
+    t1 = finite_number(r.telemetry.get("t1")) if isinstance(r.telemetry, dict) else None
+    made = t1 if t1 is not None else written_at(r.created) if r.runner in SAVED_AS_CREATED else None
     for entry in runs:
         if entry.split(" ", 1)[0] == r.run_id:
             return f"other_runs names its own run {r.run_id[:40]}"
         start = run_id_start(entry)
         if made is not None and start is not None and start - made > CLOCK_SKEW_BACK_S:
-            return f"other run {entry[:40]} started {start - made:.0f} s after this record was created"
+            end = "its measured window ended (telemetry t1)" if t1 is not None else "this record was created"
+            return f"other run {entry[:40]} started {start - made:.0f} s after {end}"
     return None

@@ -149,20 +149,39 @@ def shown_key(rec: BenchRecord, form: RowForm) -> int:
 class AlikeFiles:
     """The model files one import's rows name, by llama-bench's description of each (model_fingerprint):
     `-m a.gguf -m b.gguf` of two models of one type, size and parameter count (two fine-tunes of one
-    base quantized alike) are two models, as the file says. The first file named of a description keeps
+    base quantized alike) are two models, as the file says. The least file name of a description keeps
     it (it matches that model's rows of other imports and runs); the rows of each other file carry the
     file's name in their model identity (ModelRef `file_apart`: identity._model_fingerprint), so they
-    are another row of the tables, never repetitions of the first's."""
+    are another row of the tables, never repetitions of the first's. Which file keeps it is its name's
+    to say, never the order of the files or rows: where another came first, `settle` asks for the rows
+    to be read again with the keepers known (`keep`)."""
 
-    def __init__(self) -> None:
-        self.first: dict[tuple, str] = {}  # description -> the file name its first row named
+    class Unsettled(Exception):
+        """The rows gave a description to a file other than the least named of its files (`keep`: the
+        least of each description): read them again with AlikeFiles(keep)."""
+
+        def __init__(self, keep: dict[tuple, str]) -> None:
+            super().__init__("read again")
+            self.keep = keep
+
+    def __init__(self, keep: dict[tuple, str] | None = None) -> None:
+        self.first: dict[tuple, str] = dict(keep or {})  # description -> the file name that keeps it
+        self.least: dict[tuple, str] = {}  # description -> the least file name its rows named
 
     def apart(self, rec: BenchRecord) -> BenchRecord:
-        """`rec` (an imported record), or a copy whose model names its file where an earlier row of
-        the import named another file of the same description. Rows without a file name (md) are kept."""
+        """`rec` (an imported record), or a copy whose model names its file where another file of the
+        same description keeps it. Rows without a file name (md) are kept."""
         name = Path(rec.model.path).name if rec.model.path else ""
         if not name:
             return rec
-        if self.first.setdefault(model_fingerprint(rec), name) == name:
+        fp = model_fingerprint(rec)
+        self.least[fp] = min(self.least.get(fp, name), name)
+        if self.first.setdefault(fp, name) == name:
             return rec
         return rec.model_copy(update={"model": rec.model.model_copy(update={"file_apart": name})})
+
+    def settle(self) -> None:
+        """After every row: raise Unsettled where a description was kept by a file other than the least
+        named of its files (a file of a greater name came first)."""
+        if any(self.first[fp] != least for fp, least in self.least.items()):
+            raise AlikeFiles.Unsettled(self.least)

@@ -23,7 +23,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -99,6 +99,7 @@ class ImportOptions:
     now: datetime | None = None
     input_len: int | None = None
     output_len: int | None = None
+    keep: dict[tuple, str] | None = None  # the file keeping each model description (AlikeFiles), read again
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,13 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
             f"{paths[0]}: --input-len / --output-len are the lengths of a `vllm bench` result; llama-bench "
             "output says each row's n_prompt and n_gen itself: leave them out"
         )
-    skipped: list[str] = []
-    refused: list[str] = []
+    skipped, refused = list[str](), list[str]()
     sources = [source_of(p, skipped, refused) for p in paths]
     try:
         with _spill(store.root) as spill, _spill(store.root) as aside:
             return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
+    except AlikeFiles.Unsettled as again:  # a file other than the least named kept a description: read again
+        return _read_llama_bench(store, paths, replace(o, keep=again.keep), before)
     except OSError as err:  # the spill files have no name: a full disk was said as `(unknown path)`
         if err.filename is not None or err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
@@ -252,7 +254,7 @@ def _import_rows(
         form_of(r.fields) for src in sources if src.fmt == "md" for r in (src._rows or []) if not r.problem
     }
     with StoredRows.open(store) as before_now:  # rows imported before: left out, counted
-        tally = _Tally(md_forms, before_now)
+        tally = _Tally(md_forms, before_now, AlikeFiles(o.keep))
         _pass1(sources, spill, refused, o, tally)
     if before is not None:
         _unchanged([src.path for src in sources], before)
@@ -297,8 +299,8 @@ class _Tally:
     """What pass 1 keeps beside the spill: the systems (sets) found, the hash of the files, rows
     imported before (counted, not spilled) and a few bytes per spilled record."""
 
-    def __init__(self, md_forms: set[RowForm], stored: StoredRows) -> None:
-        self.stored = stored
+    def __init__(self, md_forms: set[RowForm], stored: StoredRows, alike: AlikeFiles) -> None:
+        self.stored, self.alike = stored, alike  # alike: the model files described alike (AlikeFiles)
         self.systems_seen: dict[tuple, set[str]] = {}  # system -> the backends its rows named
         self.system_ids: dict[tuple, int] = {}  # system -> its place, in the order found
         self.wrong: list[str] = []  # rows whose GPU backend is not --backend
@@ -456,27 +458,21 @@ def _pass1(
             spill.write(b"%d %d %s\n" % (si, fi, spilled(body)))
         batch.clear()
 
-    alike = AlikeFiles()
     for fi, src in enumerate(sources):
         batch: list[tuple[SourceRow, BenchRecord, bytes]] = []
         for r in src.rows(tally.content_h):
+            sha = o.model_sha256 or ""
             made = try_record(
-                r,
-                src,
-                refused,
-                image=PASS1_IMAGE,
-                run_id="",
-                created="",
-                model_sha256=o.model_sha256 or "",
-                content="",
+                r, src, refused, image=PASS1_IMAGE, run_id="", created="", model_sha256=sha, content=""
             )
             if made is not None:
-                rec = alike.apart(made[0])  # a model file described as an earlier one: its own model
+                rec = tally.alike.apart(made[0])  # a model file described as another kept: its own model
                 batch.append((r, *(made if rec is made[0] else (rec, rec.model_dump_json().encode()))))
                 if len(batch) == _BATCH:
                     tally_batch(batch, src, fi)
         tally_batch(batch, src, fi)
         src.finish()
+    tally.alike.settle()
 
 
 def _sets(o: ImportOptions, content: str, tally: _Tally, again: dict[int, int]) -> dict[tuple, ImportedSet]:

@@ -485,6 +485,12 @@ def _field_types(fields: dict[str, Any]) -> str | None:
 _BIG = 2**63 - 1
 
 
+MAX_REPETITIONS = 10_000
+"""The most repetitions a row without samples is taken to have (our rule: ten times the matrix's own
+limit, schema `repetitions` <= 1000): n rates, none below 0, with mean m have a sample stddev (n - 1) of
+at most m x sqrt(n), reached where one rate holds all and the others are 0 (check_figures)."""
+
+
 def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
     """validity.check_row's last step (`tokens` a repetition, avg_ts `ts`, avg_ns `ns`): a stddev_ts below 0
     (`± -5` in -o md), or the measured fields against each other (llama-bench's samples_ts[i]
@@ -500,6 +506,13 @@ def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: flo
         return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
     samples_ts = _numbers(fields.get("samples_ts"))
     samples_ns = _numbers(fields.get("samples_ns"))
+    n = len(samples_ts or samples_ns or ()) or MAX_REPETITIONS
+    if sd is not None and ts is not None and ts * math.sqrt(n) < sd < math.inf:
+        some = f"{n} rates" if samples_ts or samples_ns else f"the rates of up to {n} repetitions"
+        return (
+            f"stddev_ts {sd:g} is more than avg_ts {ts:g} x sqrt({n}): {some}, none below 0, spread at most "
+            "that far (one holding them all, the others 0)"
+        )
     why = None
     if samples_ts:
         why = _rates_agree(fields, ts, samples_ts, "samples_ts")
