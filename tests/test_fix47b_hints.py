@@ -174,8 +174,9 @@ def test_every_hint_naming_a_command_carries_the_options_given(given, tmp_path):
     from toolkit.results import no_results
 
     assert no_results() == (
-        "no results yet: run `toolkit --engine podman bench --matrix m2.yaml --results res2` or "
-        "`toolkit --engine podman import --matrix m2.yaml --results res2`"
+        "no results yet: run `toolkit --engine podman build --matrix m2.yaml --results res2 && "
+        "toolkit --engine podman bench --matrix m2.yaml --results res2` or "
+        "`toolkit --engine podman import --matrix m2.yaml --results res2 FILE --label NAME`"
     )
     store = ResultStore(tmp_path / "r")
     store.add_result(make_record("cpu", "cpu", p=512, avg=2400.0, run_id="run-a"))

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 from toolkit.cli.main import COMMANDS, cli
-from toolkit.results import NO_RESULTS
 
 # what a command path that reads no record, validates no matrix and talks to no engine must not load
 HEAVY = (
@@ -60,7 +59,8 @@ def test_an_empty_report_loads_no_report_stack_no_store_and_no_other_command(tmp
     (results / "abc").mkdir(parents=True)
     (results / "abc" / "bench.jsonl").write_text("")
     p, modules = _modules_after(["report", "--results", str(results)], tmp_path)
-    assert p.stdout.strip() == NO_RESULTS, p.stderr[-500:]
+    said = "no results yet: run `toolkit build && toolkit bench` or `toolkit import FILE --label NAME`"
+    assert p.stdout.strip() == said, p.stderr[-500:]
     assert _loaded(modules, HEAVY) == []
     assert _loaded(modules, OTHER_COMMANDS) == ["toolkit.cli.results"]
 

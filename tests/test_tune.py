@@ -133,7 +133,12 @@ def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     session = trials[0].model_extra["tune"]["session"]
     answer = tune.best_setting(store.results(), session, ["n_ubatch"], tune.Candidate((("n_ubatch", 256),)))
     assert answer.best.candidate.label() == "n_ubatch=256"  # the argmax of its own stored data
-    assert "best: the matrix default (n_ubatch=256)" in out
+    from toolkit.analysis.tables import telemetry_flags
+
+    if any(telemetry_flags(r) for r in trials):  # a busy host: the default's win is not decided (nc48 S5)
+        assert "not decided: " in out and "the matrix default stays" in out, out
+    else:
+        assert "best: the matrix default (n_ubatch=256)" in out
     assert "dropped early as a clear loser: n_ubatch=1" in out
     rounds = {r.model_extra["tune"]["round"] for r in trials if r.n_ubatch == 1}
     assert rounds == {1}  # never measured again after round 1

@@ -656,7 +656,7 @@ def render_html(shown: Shown, front: Front, drawn: plots.PlotSet) -> str:
         "<h2>What was measured</h2>" + _ul(front.measured),
     ]
     if not shown.tables:
-        parts.append("<p>no results yet: run <code>toolkit bench</code> or <code>toolkit import</code></p>")
+        parts.append(f"<p>{html_text(_no_table(shown))}</p>")
     ts, legend, fold_note = display_tables(shown)
     if items := front.columns(legend) + [(n, []) for n in fold_note]:
         said = "".join(f"<li>{html_text(n)}{_ul(card) if card else ''}</li>" for n, card in items)

@@ -282,21 +282,33 @@ def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
     """Why `res.best` is not decided whatever its numbers, on every axis (depth too: tune_depth): one
     setting alone was measured (nc47 S11: nothing to compare), or a trial record of the best or of the
     default (`groups`: each candidate's records) carries a telemetry flag (host-busy, gpu-shared,
-    throttled, ...: the system, not the setting, may have made the difference). "" otherwise, and
-    where the best is the default or every candidate measured alike (no_effect)."""
+    throttled, ...: the system, not the setting, may have made the difference); where the best is the
+    default, a trial of any setting it beat (nc48 S5: "best: the matrix default" and ub2048 "a clear
+    loser" at the default's effective ub, every trial host-busy). "" otherwise, and where every
+    candidate measured alike (no_effect)."""
     from toolkit.analysis.tables import telemetry_flags
 
     best, dflt = res.best, res.default
     if best is not None and len(res.ranking) < 2:  # nc47 S11: a budget spent on the first setting
         return f"only {best.candidate.label()} was measured (the budget or a stop came first): nothing to compare"
-    if best is None or res.no_effect or (dflt is not None and best.candidate == dflt.candidate):
+    if best is None or res.no_effect:
         return ""
-    sides = [best.candidate] + ([dflt.candidate] if dflt is not None else [])
+    won = dflt is not None and best.candidate == dflt.candidate
+    sides = (
+        [e.candidate for e in res.ranking]
+        if won
+        else [best.candidate] + ([dflt.candidate] if dflt is not None else [])
+    )
     flagged = sorted({f for c in sides for r in groups.get(c, []) for f in telemetry_flags(r)})
     if flagged:
         n = len([r for c in sides for r in groups.get(c, []) if telemetry_flags(r)])
+        who = (
+            "the default or a setting it beat"
+            if won
+            else f"{best.candidate.label()}{' or the default' if dflt is not None else ''}"
+        )
         return (
-            f"{n} trial(s) of {best.candidate.label()}{' or the default' if dflt else ''} were flagged "
+            f"{n} trial(s) of {who} were flagged "
             f"({', '.join(flagged)}): the system, not the setting, may have made the difference; tune again "
             "on an idle host"
         )

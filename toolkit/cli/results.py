@@ -30,7 +30,6 @@ from toolkit.cli.common import (
     results_option,
     terminal_width,
 )
-from toolkit.core import invocation
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
 from toolkit.core.text import path_text, plain_ascii
@@ -300,7 +299,7 @@ def _results_root(matrix_path: str, results_dir: str | None) -> Path:
 def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> Path:
     """`root`; BadInput when the results folder does not exist: never "no results yet" from the wrong
     folder, and never a page written there."""
-    from toolkit.results import need_records_beside
+    from toolkit.results import fill_results, need_records_beside
 
     if not results_dir:
         need_records_beside(root)  # in an export's folder: its records, not "no results yet"
@@ -309,8 +308,7 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
         raise BadInput(
             f"no results yet: {path_text(root)} does not exist (nothing was measured or imported in this project); "
-            f"run `{invocation.command('bench')}` (or `{invocation.command('import', 'FILE', '--label', 'NAME')}`), "
-            "or pass --results DIR"
+            f"run {fill_results()}, or pass --results DIR"
         )
     where = "" if results_dir else f" (beside {path_text(matrix_path)}, which is not here)"
     from toolkit.matrix.api import project_hint

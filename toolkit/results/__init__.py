@@ -338,12 +338,16 @@ def _lstat_mode(name: str, folder: int) -> int:
         return 0
 
 
-NO_RESULTS = "no results yet: run `toolkit bench` or `toolkit import`"
-"""What a report of a results folder without a record says, where the defaults were given (kept here,
-light to import: an empty `toolkit report` says it without loading the report stack): no_results()."""
-
-
 def no_results() -> str:
-    """NO_RESULTS with its commands as invocation.command renders them: the engine, matrix and results
-    given (`report --results R` said `toolkit bench`, which filled results/ beside the matrix, not R)."""
-    return f"no results yet: run `{invocation.command('bench')}` or `{invocation.command('import')}`"
+    """What a report of a results folder without a record says: `no results yet: run ` + fill_results()."""
+    return f"no results yet: run {fill_results()}"
+
+
+def fill_results() -> str:
+    """The commands that put records in the results folder, as invocation.command renders them (the
+    engine, matrix and results given: `report --results R` said `toolkit bench`, which filled results/
+    beside the matrix, not R): `build && bench`, since a bench measures only the builds recorded in its
+    own results folder (a fresh project's or a new folder's `toolkit bench` alone measured nothing, exit
+    2: nc48 S3), or `import FILE --label NAME` (`toolkit import` alone is a usage error, exit 4)."""
+    build, bench = invocation.command("build"), invocation.command("bench")
+    return f"`{build} && {bench}` or `{invocation.command('import', 'FILE', '--label', 'NAME')}`"

@@ -170,7 +170,8 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
     reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
 
-    Refused: a reader's `problem` (field count); a missing, non-integer or negative n_prompt / n_gen /
+    Refused: a reader's `problem` (field count); the toolkit's own files (a record of a results folder,
+    a line of `report --format csv`); a missing, non-integer or negative n_prompt / n_gen /
     n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
     MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
     avg_ns (a cut-off row, or a fork's that times prompt and generation apart: avg_prompt_ts, avg_gen_ts); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
@@ -184,11 +185,22 @@ def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
     lists at split_mode none (settings_check.settings_problem)."""
     if problem:
         return problem
-    if isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict) and "run_id" in fields:
+    report = "test_fields" in fields  # a line of `toolkit report --format csv` (nc48 S6: imported, exit 0)
+    if "run_id" in fields and (
+        report or isinstance(fields.get("raw"), dict) and isinstance(fields.get("image"), dict)
+    ):
+        what, where = (
+            (
+                "a line of the toolkit's own report (`toolkit report --format csv`)",
+                "the results folder it was made from",
+            )
+            if report
+            else ("a toolkit record (a results folder's bench.jsonl)", "it where it is")
+        )
         return (
-            "a toolkit record (a results folder's bench.jsonl), not llama-bench output: its test, model "
-            "and image would be lost; read it where it is (`toolkit report --results DIR`, `toolkit "
-            "compare A B --against DIR`) or copy its folder under results/"
+            f"{what}, not llama-bench output: its test, model and image would be lost; read {where} (`toolkit "
+            "report --results DIR`, `toolkit compare A B --against DIR`)"
+            + ("" if report else " or copy its folder under results/")
         )
     if (why := not_a_row(fields)) is not None:
         return why
