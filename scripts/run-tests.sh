@@ -19,6 +19,9 @@ PY=python3; [ -x .venv/bin/python ] && PY=.venv/bin/python
 # the interpreter's defaults, as a user's host has them: a PYTHONUNBUFFERED=1 left in this workplace's
 # environment hid a failure only buffered stdout shows (`report > /dev/full` exited 120 on a fresh host)
 unset PYTHONUNBUFFERED
+# the toolkit of this checkout, also in the subprocesses tests start: an editable install of another
+# checkout (a second worktree beside the first) would otherwise answer them
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 level=all
 case "${1:-}" in
