@@ -81,7 +81,7 @@ def test_the_markdown_verdict_carries_no_tag_link_or_image_from_a_model_name(tmp
     p = tk(tmp_path, "report", "--format", "github")
     assert p.returncode == 0, p.stderr
     verdict = p.stdout.split("## What was measured")[0]
-    assert "different model files" in verdict
+    assert "model files are not known to be one file" in verdict  # imports: no sha256 recorded
     assert "<img" not in verdict.replace("\\<img", "") and "](http" not in verdict
     assert "\\\\<script" not in verdict.replace("\\\\\\<script", "")
     assert "-> " in verdict  # the toolkit's own arrows read as written

@@ -77,7 +77,7 @@ def test_the_ranking_reads_only_the_tuned_tests_records_and_its_effective_micro_
     assert got["n_ubatch=1"].effective_ubatch == 1 and got["n_ubatch=64"].effective_ubatch == 64
     assert res.best.candidate.label() == "n_ubatch=64"
     text = tune.format_result(res)
-    assert "| n_ubatch=512 | 12000.00 | 12000.00–12000.00 | 1 | 2 | 64 |" in text, text
+    assert "| n_ubatch=512 (matrix default) | 12000.00 | 12000.00–12000.00 | 1 | 2 | 64 |" in text, text
 
 
 def test_a_session_of_several_tests_is_refused_unless_the_tuned_test_is_named():

@@ -129,6 +129,20 @@ def make_record(
     )
 
 
+def tune_trial(
+    ub: int, samples: list[float], *, session: str = "s1", rnd: int = 1, **fields: Any
+) -> BenchRecord:
+    """A stored `toolkit tune` trial of pp2048 at micro-batch `ub` (tok/s `samples`), of tune session
+    `session`, round `rnd`, as bench stores it (make_record; `fields`: any other BenchRecord field)."""
+    r = make_record(
+        "cpu", "cpu", p=2048, ub=ub, avg=sum(samples) / len(samples), gpu_info="", raw={"samples_ts": samples}
+    )
+    for k, v in fields.items():
+        setattr(r, k, v)
+    r.__pydantic_extra__ = {**(r.model_extra or {}), "tune": {"session": session, "round": rnd}}
+    return r
+
+
 def seed_records() -> list[BenchRecord]:
     """The published R9700 sweep (shared/reference/llama-bench.md), vLLM as an AWQ model of the same family."""
     rs = []
@@ -278,6 +292,7 @@ def resolve_whole(store, ref: str, records: list[BenchRecord] | None = None):
         mine = [r for r in recs if r.image.digest == digests[0] and match(digests[0], ref, r.image.name)]
         return compare.Side(ref, image_label(mine[0]), mine)
     newest = resultindex.runs_newest_first(recs) if not digests else []  # a run id by its start
-    if run := resultindex.run_begun(ref, (h.run_id for h in newest)):
-        return compare.Side(ref, f"run {run}", [r for r in recs if r.run_id == run])
+    if runs := resultindex.run_begun(ref, (h.run_id for h in newest)):
+        label = f"run {runs[0]}" if len(runs) == 1 else f"tune session {ref} ({len(runs)} trial runs)"
+        return compare.Side(ref, label, [r for r in recs if r.run_id in runs])
     raise compare._unresolved(store, ref, digests)

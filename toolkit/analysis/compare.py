@@ -56,7 +56,7 @@ from toolkit.core.text import one_line, path_text, shell_word
 from toolkit.results import identity
 from toolkit.results import index as resultindex
 from toolkit.results.index import digest_matches
-from toolkit.results.records import BenchRecord, ResultStore, short_digest
+from toolkit.results.records import BenchRecord, ResultStore, imported, short_digest
 
 
 @dataclass
@@ -214,8 +214,9 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
     if len(digests) == 1:
         labelled: resultindex.Scope = {"digests": digests, **({"images": [name]} if name else {})}
         return image_label(q.first(labelled)), labelled
-    run = None if digests else q.run_begun(ref)  # a run id by its start (after a digest's hex digits)
-    return (f"run {run}", {"runs": [run]}) if run else digests
+    runs = [] if digests else q.run_begun(ref)  # a run id by its start, a tune session (after a digest's)
+    label = f"run {runs[0]}" if len(runs) == 1 else f"tune session {ref} ({len(runs)} trial runs)"
+    return (label, {"runs": runs}) if runs else digests
 
 
 def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str | None = None) -> BadInput:
@@ -460,17 +461,17 @@ def _resolve_sides(
     raise AssertionError("unreachable")
 
 
-def _check_ignore(records: list[BenchRecord], ignore: tuple[str, ...]) -> None:
-    """BadInput when --ignore names a field that is not a test field of these results, or one the test's
-    own name is made of (identity.LABEL_FIELDS: `pp512` and `pp1024` are two tests, not one under two
-    settings; joined, B's pp1024 was shown as pp512 and called 2.4x faster)."""
-    known = {k for r in records for k in identity.test_fields(r)}
+def _check_ignore(ua: list[BenchRecord], ub: list[BenchRecord], ignore: tuple[str, ...]) -> None:
+    """BadInput when --ignore names a field that is not a test field of these results (`ua`, `ub`: each
+    side's), or one the test's own name is made of (identity.LABEL_FIELDS: `pp512` and `pp1024` are two
+    tests, not one under two settings; joined, B's pp1024 was shown as pp512 and called 2.4x faster)."""
+    known = {k for r in ua + ub for k in identity.test_fields(r)}
     named = sorted(set(ignore) & identity.LABEL_FIELDS)
     if named:
         raise BadInput(
             f"--ignore {', '.join(named)}: the test's own name is made of it (pp512 and pp1024, tg128 @ d0 "
             "and @ d4096 are different tests, not one test under two settings), so no join may leave it out; "
-            "compare runs that measured the same tests (`toolkit bench` with the other run's matrix.yaml axes)"
+            f"compare runs that measured the same tests ({_same_tests(ua, ub)})"
         )
     unknown = sorted(set(ignore) - known)
     if unknown:
@@ -505,8 +506,8 @@ def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -
             + (f"; the models differ too: {model}" if model else "")
             + "; a test's own sizes (pp N, "
             "tg N, the depth, the micro-batch) are what it is, which no --ignore joins: compare runs that "
-            "measured the same tests (`toolkit bench` with the other run's matrix.yaml axes, or llama-bench "
-            "with the same -p, -n, -d and -ub)"
+            f"measured the same tests ({_same_tests(j.only_a, j.only_b)}, or llama-bench with the same -p, -n, "
+            "-d and -ub)"
         )
     apart = "; ".join(
         f"the model: {model}"
@@ -530,6 +531,32 @@ def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -
         f"no test in common between {a.label} and {b.label} ({len(j.only_a)} tests only in A, "
         f"{len(j.only_b)} only in B)" + (f"; what keeps them apart: {apart}" if apart else "") + fix
     )
+
+
+def side_kind(records: list[BenchRecord]) -> str:
+    """What a side's records are: `tune trials` (every one a `toolkit tune` trial, identity.is_tune_trial),
+    `imported` (every one filed by `toolkit import`: measured elsewhere, by no matrix.yaml of this
+    project), else `bench` (`toolkit bench` runs, or a mix)."""
+    if records and all(identity.is_tune_trial(r) for r in records):
+        return "tune trials"
+    return "imported" if records and all(imported(r.image.digest) for r in records) else "bench"
+
+
+def _same_tests(ua: list[BenchRecord], ub: list[BenchRecord]) -> str:
+    """How to measure one side's tests on the other (`ua`, `ub`: their records): `toolkit bench` with the
+    other run's matrix.yaml axes; where a side is imported (no matrix.yaml), its tests as bench axes."""
+    side = next(((n, rs) for n, rs in (("B", ub), ("A", ua)) if side_kind(rs) == "imported"), None)
+    if side is None:
+        return "`toolkit bench` with the other run's matrix.yaml axes"
+    rs = side[1]
+    axes = {
+        "n_prompt": {r.n_prompt for r in rs if r.n_prompt},
+        "n_gen": {r.n_gen for r in rs if r.n_gen and not r.n_prompt},
+        "n_depth": {r.n_depth for r in rs if r.n_depth},
+        "n_ubatch": {r.n_ubatch for r in rs if r.n_ubatch and r.n_prompt},
+    }
+    said = ", ".join(f"{k}: [{', '.join(map(str, sorted(v)))}]" for k, v in axes.items() if v)
+    return f"{side[0]} is imported, measured elsewhere: `toolkit bench` here with matrix.yaml's bench axes {said}"
 
 
 def _test_names(records: list[BenchRecord]) -> str:
@@ -647,7 +674,7 @@ def compare(
     if _same_records(a, b):
         raise _same_records_error(store, a, b, b_store, results)
     ua, ub = _usable(a), _usable(b)
-    _check_ignore(ua + ub, ignore)
+    _check_ignore(ua, ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)
     if not j.pairs:
         raise _nothing_in_common(store, a, b, j)

@@ -9,7 +9,14 @@ from typing import Any
 from tabulate import tabulate
 
 from toolkit.analysis.caveats import smoke_caveats
-from toolkit.analysis.compare import DECODE_UB_NOTE, UNKNOWN_MODEL_FIX, CompareRow, Comparison, Side
+from toolkit.analysis.compare import (
+    DECODE_UB_NOTE,
+    UNKNOWN_MODEL_FIX,
+    CompareRow,
+    Comparison,
+    Side,
+    side_kind,
+)
 from toolkit.analysis.facts import Facts, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import Provenance, folded_count, numbers_words, provenance
@@ -231,6 +238,7 @@ def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
     out = []
     for name, s in (("A", c.a), ("B", c.b)):
         lines = [
+            *([KIND_WORDS[kind]] if (kind := side_kind(s.records)) in KIND_WORDS else []),
             *side_provenance(c, name.lower()).lines(),
             side_numbers(c, name.lower()),
         ]
@@ -238,11 +246,20 @@ def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
     return out
 
 
+KIND_WORDS = {
+    "tune trials": "`toolkit tune` trials: a search's short runs, each at the setting it tried, not a bench run "
+    "of the matrix",
+    "imported": "imported (`toolkit import`): measured outside this project",
+}
+"""What a side is (compare.side_kind), said under its label where it is no bench run."""
+
+
 def comparison_json(c: Comparison) -> dict[str, Any]:
     def side(s: Side, settings: str, which: str) -> dict[str, Any]:
         return {
             "ref": s.ref,
             "label": s.label,
+            "kind": side_kind(s.records),
             "digests": sorted({r.image.digest for r in s.records}),
             "settings": settings,
             "provenance": side_provenance(c, which).to_json(),

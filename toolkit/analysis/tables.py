@@ -695,6 +695,7 @@ def accounting(records: list[BenchRecord], refused: int = 0, sel: identity.Selec
     if isinstance(
         records, RecordSelection
     ):  # resultindex.select(): the counts of the whole set it stands for
-        sel.read, sel.superseded, sel.failed = records.read, records.superseded, records.failed
+        for count in ("read", "superseded", "failed", "trials"):
+            setattr(sel, count, getattr(records, count))
     text = sel.summary()
     return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")

@@ -63,7 +63,7 @@ from toolkit.analysis.tables import (
 )
 from toolkit.core import invocation
 from toolkit.core.text import md_line, md_text
-from toolkit.results.identity import is_tune_trial
+from toolkit.results.identity import is_tune_trial, known_sha
 from toolkit.results.records import BenchRecord, imported
 
 MODEL_UNKNOWN_NOTE = (
@@ -152,6 +152,7 @@ class AxisVerdict:
     # image -> the model files (`name sha256 <12>`) its deciding cells measured, where the ranked
     # images measured more than one file between them (one family: other quantizations or builds)
     files: dict[str, list[str]] = field(default_factory=dict)
+    files_differ: bool = False  # two of `files` have other sha256s (else one is not recorded: unknown)
 
     @property
     def clear(self) -> bool:
@@ -354,8 +355,9 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
     _rank(out, best, common, images, opts.min_margin)
     files = {img: sorted({_file(best[o][img].record) for o in common}) for img in images}
-    if len({f for fs_ in files.values() for f in fs_}) > 1:
-        out.files = files
+    shas = {known_sha(best[o][img].record) for o in common for img in images}
+    if len(shas - {None}) > 1 or (None in shas and len({f for fs_ in files.values() for f in fs_}) > 1):
+        out.files, out.files_differ = files, len(shas - {None}) > 1  # unknown is not different
     return out
 
 
@@ -678,8 +680,13 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
         )
     if av.files:
         lines.append(
-            "  - the images measured different model files of one model (their margin includes the "
-            "files'): " + "; ".join(f"{img}: {', '.join(f)}" for img, f in av.files.items())
+            (
+                "  - the images measured different model files of one model (their margin includes the files'): "
+                if av.files_differ
+                else "  - the images' model files are not known to be one file (a sha256 not recorded: if they "
+                "differ, their margin includes the files'): "
+            )
+            + "; ".join(f"{img}: {', '.join(f)}" for img, f in av.files.items())
         )
     if av.by_interval:
         lines.append(
@@ -746,7 +753,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "noise_unknown": av.noise_unknown,
             "model_unknown": av.model_unknown,
             **({"hosts": av.hosts} if av.hosts else {}),  # campaign host keys per image column, when any
-            **({"model_files": av.files} if av.files else {}),  # the images measured different files
+            **({"model_files": av.files, "model_files_differ": av.files_differ} if av.files else {}),
             "ranking": [{"image": i, "score": s, "rms_rel_stddev": r} for i, s, r in av.ranking],
             "evidence": [
                 {

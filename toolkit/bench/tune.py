@@ -40,6 +40,17 @@ from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import BenchRecord, new_run_id
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
+AXIS_KNOBS: dict[str, tuple[str, ...]] = {
+    "prefill": KNOBS,
+    "depth": ("n_ubatch",),  # one micro-batch per model (tune_depth)
+    "decode": ("flash_attn", "threads"),  # tg makes one token per step: no batch or micro-batch applies
+}
+"""The knobs each --axis searches, the default first (threads: CPU images only, and default there)."""
+WHY_NOT = {
+    "depth": "one micro-batch per model, written into its `depth:` block",
+    "decode": "decode (tg) generates one token per step, so llama-bench's batch and micro-batch sizes "
+    "(-b, -ub) never change it",
+}
 DEFAULT_VALUES: dict[str, list[int]] = {
     "n_ubatch": [128, 512, 2048],
     "n_batch": [512, 2048],
@@ -86,12 +97,21 @@ class TuneResult:
     default: Evidence | None = None
     notes: list[str] = field(default_factory=list)
     no_effect: bool = False
-    undecided: str = ""  # why the best cannot be called better than the default (then nothing is proposed)
+    # why the best cannot be called better than the default (then nothing is proposed); the default
+    # the best: why it cannot be called better than the runner-up (no setting tried beat it beyond noise)
+    undecided: str = ""
     per_depth: dict[int, TuneResult] = field(default_factory=dict)  # axis depth: the answer at each depth
 
     @property
     def best(self) -> Evidence | None:
         return self.ranking[0] if self.ranking else None
+
+    @property
+    def rival(self) -> Evidence | None:
+        """What the best is held against: the default, or where the best is the default the runner-up."""
+        if self.best is None or self.default is None or self.best.candidate != self.default.candidate:
+            return self.default
+        return self.ranking[1] if len(self.ranking) > 1 else None
 
     @property
     def gain(self) -> float | None:
@@ -177,8 +197,10 @@ def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions
     return base.model_copy(update=upd)
 
 
-def _setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
-    """The candidate a stored trial measured, read back from the record (not from memory)."""
+def setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
+    """The setting of `knobs` (names of KNOBS) stored trial `r` measured, read back from the record (not
+    from memory): threads as llama-bench recorded them (n_threads), the others as record fields; a knob
+    the record does not state is left out."""
     vals = []
     for k in knobs:
         v = r.raw.get("n_threads") if k == "threads" else getattr(r, k, None)
@@ -221,11 +243,11 @@ def best_setting(
         raise BadInput(f"tune session {session}: its trials measured {', '.join(tests)}: name the tuned test")
     groups: dict[Candidate, list[BenchRecord]] = {}
     for r in mine:
-        groups.setdefault(_setting_of(r, knobs), []).append(r)
+        groups.setdefault(setting_of(r, knobs), []).append(r)
     res = TuneResult(session, axis, name, [_evidence(c, rs) for c, rs in groups.items()])
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]
-    dflt = _setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
+    dflt = setting_of(marked[0], knobs) if marked else _setting_of_default(default, knobs)
     res.default = next((e for e in res.ranking if e.candidate == dflt), None)
     res.no_effect = _no_effect(groups, res.ranking, noisy)
     res.undecided = _undecided(res, groups)
@@ -281,11 +303,11 @@ def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidenc
 def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
     """Why `res.best` is not decided whatever its numbers, on every axis (depth too: tune_depth): one
     setting alone was measured (nc47 S11: nothing to compare), or a trial record of the best or of the
-    default (`groups`: each candidate's records) carries a telemetry flag (host-busy, gpu-shared,
-    throttled, ...: the system, not the setting, may have made the difference); where the best is the
-    default, a trial of any setting it beat (nc48 S5: "best: the matrix default" and ub2048 "a clear
-    loser" at the default's effective ub, every trial host-busy). "" otherwise, and where every
-    candidate measured alike (no_effect)."""
+    setting it is held against (`groups`: each candidate's records) carries a telemetry flag
+    (host-busy, gpu-shared, throttled, ...: the system, not the setting, may have made the difference):
+    the default, or where the best is the default any setting it beat (nc48 S5: "best: the matrix
+    default" and ub2048 "a clear loser" at the default's effective ub, every trial host-busy: a flagged
+    lead crowns no default either). "" otherwise, and where every candidate measured alike (no_effect)."""
     from toolkit.analysis.tables import telemetry_flags
 
     best, dflt = res.best, res.default
@@ -302,13 +324,9 @@ def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
     flagged = sorted({f for c in sides for r in groups.get(c, []) for f in telemetry_flags(r)})
     if flagged:
         n = len([r for c in sides for r in groups.get(c, []) if telemetry_flags(r)])
-        who = (
-            "the default or a setting it beat"
-            if won
-            else f"{best.candidate.label()}{' or the default' if dflt is not None else ''}"
-        )
+        against = " or a setting it beat" if won else " or the default" if dflt is not None else ""
         return (
-            f"{n} trial(s) of {who} were flagged "
+            f"{n} trial(s) of {best.candidate.label()}{against} were flagged "
             f"({', '.join(flagged)}): the system, not the setting, may have made the difference; tune again "
             "on an idle host"
         )
@@ -320,21 +338,20 @@ def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> s
     held (one setting alone measured, a flagged trial of either), a side has a single sample (noise
     unknown), the best lost to a default the search dropped, or the gain is within the noise (2 x the
     combined relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
-    min_margin). "" when it can."""
+    min_margin). Where the best is the default, the same rules against the runner-up: a lead within
+    the noise says no setting tried beat the default beyond it (nc47b S11: "best: the matrix default"
+    over an equal setting by 0.4 %). "" when it can (or the default was not measured)."""
     from toolkit.analysis.tables import ReportOptions, noise_band
 
-    best, dflt = res.best, res.default
-    if (why := held(res, groups)) or best is None or res.no_effect:
+    best, dflt, other = res.best, res.default, res.rival
+    if (why := held(res, groups)) or best is None or res.no_effect or dflt is None or other is None:
         return why
-    if dflt is not None and best.candidate == dflt.candidate:
-        return ""
-    if dflt is None:
-        return ""  # said as "the matrix default was not measured"
+    lead = other is dflt  # else the default leads: held against the runner-up
 
     def samples(c: Candidate) -> list[float]:
         return [x for r in groups[c] for x in r.samples_ts]
 
-    if min(len(samples(best.candidate)), len(samples(dflt.candidate))) < 2:
+    if min(len(samples(best.candidate)), len(samples(other.candidate))) < 2:
         return "a single sample on one side: its noise is unknown; tune with more repetitions"
 
     def rsd(c: Candidate) -> float:
@@ -342,21 +359,29 @@ def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> s
         med = statistics.median(xs)
         return stats.stdev(xs) / med if med else 0.0
 
-    gain = res.gain
-    if gain is not None and gain < 0:
+    gain = best.median / other.median - 1 if other.median else None
+    if lead and gain is not None and gain < 0:
         return (
             f"{best.candidate.label()} measured {100 * gain:+.1f}% against the default, which the search "
             "dropped: no setting tried beat the default"
         )
     margin = ReportOptions().min_margin
-    band = max(noise_band(rsd(best.candidate), rsd(dflt.candidate)), margin)
-    if gain is not None and gain <= band:
+    band = max(noise_band(rsd(best.candidate), rsd(other.candidate)), margin)
+    if gain is None or gain > band:
+        return ""
+    noise = (
+        f"within the noise (± {100 * band:.0f}%: 2 x the combined relative stddev, at least the verdict's "
+        f"{100 * margin:g}% margin)"
+    )
+    if not lead:
         return (
-            f"{best.candidate.label()} is {100 * gain:+.1f}% over the default, within the noise (± "
-            f"{100 * band:.0f}%: 2 x the combined relative stddev, at least the verdict's {100 * margin:g}% "
-            "margin); more repetitions or a longer budget may tell"
+            f"no setting tried beat the matrix default ({dflt.candidate.label()}) beyond the noise: it leads "
+            f"{other.candidate.label()} by {100 * gain:.1f}%, {noise}"
         )
-    return ""
+    return (
+        f"{best.candidate.label()} is {100 * gain:+.1f}% over the default, {noise}; more repetitions or a "
+        "longer budget may tell"
+    )
 
 
 def _setting_of_default(default: Candidate, knobs: list[str]) -> Candidate:
@@ -412,7 +437,7 @@ def search(
                 r for r in run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark}) if test.holds(r)
             ]
             trials += recs
-            asked[_setting_of(recs[0], names) if recs else c] = c
+            asked[setting_of(recs[0], names) if recs else c] = c
         if spent:
             break
         live = {k for k, c in asked.items() if c in alive}
@@ -467,7 +492,8 @@ def _next_round(ranked: list[Evidence], rnd: int) -> tuple[list[Candidate], list
 
 
 def format_result(res: TuneResult) -> str:
-    """The answer as text: best setting, gain over the matrix default, the evidence table."""
+    """The answer as text: best setting, gain over the matrix default, the evidence table (the default's
+    row marked; the effective micro-batch where it applies to a row)."""
     if res.best is None:
         return "no trial completed"
     lines = [f"tune session {res.session}: {res.axis} {res.test}"]
@@ -487,12 +513,17 @@ def format_result(res: TuneResult) -> str:
         )
         lines.append(f"best: {res.best.candidate.label()}: median {res.best.median:.2f} tok/s, {gain}")
     lines.append("")
-    lines.append("| setting | median tok/s | min–max | trials | samples | effective ub |")
-    lines.append("|---|---|---|---|---|---|")
+    ub = any(e.effective_ubatch for e in res.ranking)  # none where the micro-batch applies to no row (tg)
+    lines.append(
+        "| setting | median tok/s | min–max | trials | samples |" + (" effective ub |" if ub else "")
+    )
+    lines.append("|---|---|---|---|---|" + ("---|" if ub else ""))
+    dflt = res.default.candidate if res.default is not None else None
     for e in res.ranking:
+        mark = " (matrix default)" if e.candidate == dflt else ""
         lines.append(
-            f"| {e.candidate.label()} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
-            f"{e.samples} | {e.effective_ubatch or ''} |"
+            f"| {e.candidate.label()}{mark} | {e.median:.2f} | {e.low:.2f}–{e.high:.2f} | {e.trials} | "
+            f"{e.samples} |" + (f" {e.effective_ubatch or ''} |" if ub else "")
         )
     for d, one in sorted(res.per_depth.items()):
         lines.append(
@@ -528,13 +559,21 @@ def matrix_diff(matrix_path: Path, res: TuneResult) -> str:
     )
 
 
-def knob_values(spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int) -> dict[str, list[int]]:
-    """Default values per knob: micro-batch / batch powers of two up to the test's tokens (and the
-    matrix's own), threads 1..cores for CPU images, flash attention off/on."""
+def knob_values(
+    spec: ImageSpec, base: BenchAxes, names: list[str], tokens: int, axis: str
+) -> dict[str, list[int]]:
+    """{knob: values} for `names` (none: AXIS_KNOBS[axis]'s first, and threads on a CPU image):
+    micro-batch / batch powers of two up to the test's tokens (and the matrix's own), threads 1..cores
+    for CPU images, flash attention off/on. BadInput for a knob `axis` does not search (WHY_NOT says
+    why), or threads on a GPU image."""
+    mine = AXIS_KNOBS[axis]
+    names = names or [mine[0], *(["threads"] if spec.backend == "cpu" and "threads" in mine else [])]
     out: dict[str, list[int]] = {}
     for k in names:
         if k not in KNOBS:
             raise BadInput(f"--knob {k!r}: one of {', '.join(KNOBS)}")
+        if k not in mine:
+            raise BadInput(f"--knob {k}: --axis {axis} searches {', '.join(mine)} only ({WHY_NOT[axis]})")
         if k == "threads":
             if spec.backend != "cpu":
                 raise BadInput(f"--knob threads: only for CPU images ({spec.name} is {spec.backend})")

@@ -18,7 +18,7 @@ import re
 import statistics
 from pathlib import Path
 
-from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, _setting_of, best_setting, held
+from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, best_setting, held, setting_of
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord
@@ -80,6 +80,7 @@ def _geomean(c: Candidate, evs: list[Evidence]) -> Evidence:
         g([e.high for e in evs]),
         sum(e.trials for e in evs),
         sum(e.samples for e in evs),
+        effs.pop() if len(effs := {e.effective_ubatch for e in evs}) == 1 else None,  # one at every depth
     )
 
 
@@ -87,42 +88,49 @@ def _undecided(res: TuneResult, mine: list[BenchRecord], knobs: list[str]) -> st
     """Why res.best is not proposed over the default: tune.held (one setting alone measured, a trial of
     either flagged host-busy, gpu-shared, ... at any depth), slower beyond the noise at a depth, or
     faster beyond it at none (noise: analysis.tables.noise_band of the two sides' samples at that
-    depth, at least the verdict's min_margin). "" when it is proposed or is the default."""
+    depth, at least the verdict's min_margin). Where the best is the default, the same against the
+    runner-up: within the noise at every depth, no setting tried beat the default beyond it. "" when it
+    is proposed, or is the default ahead beyond the noise at a depth."""
     from toolkit.analysis.tables import ReportOptions, noise_band, slowdown_noise
 
     groups: dict[Candidate, list[BenchRecord]] = {}
     for r in mine:
         if r.status == "ok":
-            groups.setdefault(_setting_of(r, knobs), []).append(r)
-    best, dflt = res.best, res.default
-    if why := held(res, groups):
+            groups.setdefault(setting_of(r, knobs), []).append(r)
+    best, dflt, other = res.best, res.default, res.rival
+    if (why := held(res, groups)) or best is None or dflt is None or other is None:
         return why
-    if best is None or dflt is None or best.candidate == dflt.candidate:
-        return ""
+    lead = other is dflt  # else the default leads: held against the runner-up
     margin, wins = ReportOptions().min_margin, []
     for d in sorted(res.per_depth):
-        a, b = (_samples(mine, d, c) for c in (best.candidate, dflt.candidate))
+        a, b = (_samples(mine, d, c, knobs) for c in (best.candidate, other.candidate))
         if min(len(a), len(b)) < 2:
             return f"a single sample at depth {d}: its noise is unknown; tune with more repetitions"
         gain = statistics.median(a) / statistics.median(b) - 1
         band = max(noise_band(_rsd(a), _rsd(b)), margin)  # a margin of the faster over the slower
         if gain < -(slower := slowdown_noise(band)):  # as a slowdown: a band past 100 % hid any (brk47)
             return (
-                f"{best.candidate.label()} is {100 * gain:+.1f}% against the default at depth {d}, beyond "
-                f"the noise (± {100 * slower:.0f}%): no one micro-batch is best at every depth"
+                f"{best.candidate.label()} is {100 * gain:+.1f}% against "
+                f"{'the default' if lead else other.candidate.label()} at depth {d}, beyond the noise (± "
+                f"{100 * slower:.0f}%): no one micro-batch is best at every depth"
             )
         wins += [d] if gain > band else []
-    if not wins:
-        return f"{best.candidate.label()} is within the noise of the default at every depth"
-    return ""
+    if wins:
+        return ""
+    if not lead:
+        return (
+            f"no setting tried beat the matrix default ({dflt.candidate.label()}) beyond the noise: "
+            f"{other.candidate.label()} is within the noise of it at every depth"
+        )
+    return f"{best.candidate.label()} is within the noise of the default at every depth"
 
 
-def _samples(mine: list[BenchRecord], depth: int, c: Candidate) -> list[float]:
-    want = dict(c.values)
+def _samples(mine: list[BenchRecord], depth: int, c: Candidate, knobs: list[str]) -> list[float]:
+    """The tok/s samples of setting `c` at `depth` among the session's records `mine` (setting_of)."""
     return [
         x
         for r in mine
-        if r.n_depth == depth and r.status == "ok" and all(getattr(r, k, None) == v for k, v in want.items())
+        if r.n_depth == depth and r.status == "ok" and setting_of(r, knobs) == c
         for x in r.samples_ts
     ]
 

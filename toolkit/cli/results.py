@@ -68,7 +68,8 @@ from toolkit.core.text import path_text, plain_ascii
     "runs",
     multiple=True,
     metavar="RUN_ID",
-    help="Only results of this bench run (its id, or its start where that names one run: 20261205T1926).",
+    help="Only results of this bench run (its id, or its start where that names one run: 20261205T1926), "
+    "or of this tune session (its id: every trial).",
 )
 @output_option(help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
 @click.option(
@@ -210,7 +211,7 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
     from toolkit.results.records import ResultStore
 
     store = ResultStore(root)
-    runs = tuple(resultindex.full_run_id(store, r) for r in runs)  # a prefix of one stored run's id
+    runs = tuple(x for r in runs for x in resultindex.full_run_ids(store, r))  # a start, a tune session
     images, digests = _image_filter(store, images)
     collecting = gc.isenabled()
     gc.disable()  # until frozen: a collection between the load and the freeze would walk every record
@@ -421,7 +422,8 @@ def compare(
     split mode... — and the model); regressions beyond --threshold and the noise are marked and make
     the exit code 6, for CI gates; a slowdown or speedup within noise, or on a cell flagged host-busy, gpu-shared,
     throttled..., is shown and named but not counted (re-measure it). Two sides with no test in common exit 4, naming the fields that differ; tests
-    measured on one side only are named and exit 4 too, unless --allow-missing. A test whose model is
+    measured on one side only are named and exit 4 too, unless --allow-missing (a regression's exit 6
+    comes first: its message names them too). A test whose model is
     unknown (model=unknown: a vLLM import) is never taken for the same model as another's, unless
     --same-model.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import click
@@ -55,8 +56,9 @@ from toolkit.core.errors import BadInput
     "knobs",
     multiple=True,
     metavar="NAME",
-    help="Knob to search (repeatable): n_ubatch, n_batch, threads (CPU images), flash_attn. "
-    "Default: n_ubatch, plus threads on CPU images.",
+    help="Knob to search (repeatable): n_ubatch, n_batch, threads (CPU images), flash_attn; --axis depth "
+    "searches n_ubatch only, --axis decode flash_attn and threads (no batch size changes tg). Default: "
+    "n_ubatch (decode: flash_attn), plus threads on CPU images (not for depth).",
 )
 @click.option(
     "--values",
@@ -121,11 +123,10 @@ def tune(
     if spec.runner != "llama-bench":
         raise BadInput(f"--image {image}: tune searches llama-bench knobs; {image} runs {spec.runner}")
     mspec = tune_mod.model_for(lm, model, spec)
-    knobs = knobs or (("n_ubatch",) if axis == "depth" else ())
-    lm_t = _depth_matrix(lm, mspec, knobs) if axis == "depth" else lm
+    lm_t = _depth_matrix(lm, mspec) if axis == "depth" else lm
     base = lm_t.m.bench
     n = tokens or max(base.n_prompt if axis != "decode" else base.n_gen)
-    space = _search_space(spec, base, knobs, values, n)
+    space = _search_space(spec, base, knobs, values, n, axis)
     res = tune_mod.search(
         lm_t,
         axis=axis,
@@ -157,20 +158,15 @@ def _diff(lm, res, mspec, axis: str) -> str:
     return tune_mod.matrix_diff(lm.path, res)
 
 
-def _depth_matrix(lm, mspec, knobs: tuple[str, ...]):
+def _depth_matrix(lm, mspec):
     """`lm` with its bench axes replaced by `mspec`'s depth sweep (every depth, the sweep's micro-batch:
-    the default the search measures against). BadInput for a model without `depth:` or a knob other
-    than n_ubatch."""
+    the default the search measures against). BadInput for a model without `depth:`."""
     from toolkit.matrix.api import LoadedMatrix, depth_axes
 
     if mspec.depth is None:
         raise BadInput(
             f"{lm.path}: --axis depth: model {mspec.name!r} has no `depth:` block (models[].depth, "
             "docs/running.md 'Depth curves'); add one or pass --model with one"
-        )
-    if set(knobs) - {"n_ubatch"}:
-        raise BadInput(
-            "--axis depth searches n_ubatch only (one micro-batch per model): drop the other --knob"
         )
     axes = depth_axes(lm.m.bench, mspec.depth)
     return LoadedMatrix(lm.m.model_copy(update={"bench": axes}), lm.path, confined=lm.confined)
@@ -180,8 +176,9 @@ def _tune_json(res, diff: str | None) -> dict:
     """`tune --json`'s result: the decision for the axis, {session, axis, test, best, default (each
     {candidate: {knob: value}, median, low, high (tok/s; axis depth: geometric means over the depths),
     trials, samples, effective_ubatch}), per_depth ({depth: ranking at that depth}; {} but for axis depth), gain
-    (best / default - 1; null without both), no_effect, undecided, notes, ranking, matrix_diff (the
-    --write diff, "" when none is proposed; null without --write)}."""
+    (best / default - 1; null without both), no_effect, undecided (why nothing is proposed; where the
+    default is best, why it is no better than the runner-up), notes, ranking, matrix_diff (the --write
+    diff, "" when none is proposed; null without --write)}."""
 
     def evidence(e) -> dict | None:
         return None if e is None else {**vars(e), "candidate": dict(e.candidate.values)}
@@ -203,16 +200,16 @@ def _tune_json(res, diff: str | None) -> dict:
 
 
 def _search_space(
-    spec, base, knobs: tuple[str, ...], values: tuple[str, ...], n: int
+    spec, base, knobs: tuple[str, ...], values: tuple[str, ...], n: int, axis: str
 ) -> dict[str, list[int]]:
-    """{knob: values to try}: the knobs named (default n_ubatch, plus threads on a CPU image) with the
-    values around the matrix's, each replaced by its `--values KNOB=V1,V2`. BadInput for a value of a
-    knob not searched, a value that is no integer, or none at least 1 (flash_attn: 0)."""
+    """{knob: values to try}: the knobs named (default: the axis's, tune.knob_values) with the values
+    around the matrix's, each replaced by its `--values KNOB=V1,V2`. BadInput for a knob the axis does
+    not search, a value of a knob not searched, a value that is no integer, or none at least 1
+    (flash_attn: 0)."""
     from toolkit.bench import tune as tune_mod
     from toolkit.matrix.api import MAX_AXIS_VALUE
 
-    names = list(knobs) or (["n_ubatch", "threads"] if spec.backend == "cpu" else ["n_ubatch"])
-    space = tune_mod.knob_values(spec, base, names, n)
+    space = tune_mod.knob_values(spec, base, list(knobs), n, axis)
     for v in values:
         k, _, vals = v.partition("=")
         if k not in space:
@@ -241,7 +238,8 @@ def _search_space(
 def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_concurrent: bool):
     """tune_mod.search's `run_trial(axes, extra)`: one strict bench run of `spec` x `mspec` over the
     bench axes given (the tuned test alone: `mspec` without its `depth:` sweep, whose tests the trial
-    did not ask for; axis depth measures its depths in those axes), returning its stored records;
+    did not ask for; axis depth measures its depths in those axes), run `<session>-tN` (the Nth trial:
+    `report --run SESSION` and compare read them all, index.run_begun), returning its stored records;
     BadInput when the trial did not measure. The correctness canary runs in a session's first trial
     of each of its inputs (threads, GPU layers, flash attention: what the micro-batch and batch knobs
     leave alone) and again only until it passed: a trial after a passed one measures alone."""
@@ -251,6 +249,7 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
 
     alone = mspec.model_copy(update={"depth": None})
     passed: set[tuple] = set()  # the canary inputs whose canary passed in this session
+    trials = itertools.count(1)
 
     def run_trial(axes, extra):
         inputs = (axes.threads, axes.n_gpu_layers[0], axes.flash_attn[0])
@@ -263,6 +262,7 @@ def _trial_runner(lm, spec, mspec, store, *, allow_software_gpu: bool, allow_con
             strict=True,
             allow_concurrent=allow_concurrent,
             again=TUNE_AGAIN.format(tune=invocation.again("tune")),  # bench's --resume: the whole matrix
+            run_id=f"{extra['tune']['session']}-t{next(trials)}",  # the session's id names them all (--run)
         )
         outcomes = bench.run_bench(lm2, [spec], [alone], store, opts)
         bad = [o for o in outcomes if o.status not in ("ok", "note")]

@@ -544,8 +544,10 @@ class Selection:
     """Newest record per TestKey of a result set, and the accounting of what was not used.
 
     `used`: newest ok record per key (repetitions of one test combined into one); `superseded`:
-    older ok records of a key (re-runs); `combined`: records merged into a cell beyond its first
-    (repetitions); `failed`: records with status failed; `read`: all records given.
+    older ok records of a key (re-runs); `trials`: `toolkit tune` trials of a run not used (a bench
+    run's or a newer trial's cell shown: a search's runs, no bench result superseded); `combined`:
+    records merged into a cell beyond its first (repetitions); `failed`: records with status failed;
+    `read`: all records given.
     """
 
     used: list[BenchRecord] = field(default_factory=list)
@@ -553,12 +555,14 @@ class Selection:
     superseded: int = 0
     failed: int = 0
     combined: int = 0
+    trials: int = 0
 
     def summary(self) -> str:
         merged = f" ({self.combined} more as repetitions combined into their cells)" if self.combined else ""
+        trials = f", {self.trials} tune trial(s) not shown (a search's runs)" if self.trials else ""
         return (
             f"{counted(self.read, 'record')} read, {len(self.used)} used{merged}, {self.superseded} superseded by a "
-            f"newer run of the same test, {self.failed} failed"
+            f"newer run of the same test{trials}, {self.failed} failed"
         )
 
 
@@ -596,7 +600,9 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
             newest = max(runs, key=lambda rid: (bench[rid], max(measured_at(x) for _, x in runs[rid])))
         else:
             newest = max(runs, key=lambda rid: (bench[rid], max(write_order(x, p) for p, x in runs[rid])))
-        sel.superseded += sum(len(v) for rid, v in runs.items() if rid != newest)
+        older = [x for rid, v in runs.items() if rid != newest for _, x in v]
+        sel.trials += (trials := sum(map(is_tune_trial, older)))
+        sel.superseded += len(older) - trials
         mine = _in_order(runs[newest])
         repeats = [x for x in mine if is_repetition(x)]
         if len(repeats) > 1:

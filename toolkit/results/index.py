@@ -97,6 +97,7 @@ from toolkit.results.index_sqlite import (
 from toolkit.results.index_trust import INDEX_NAME as INDEX_NAME  # the tests' name of the file
 from toolkit.results.index_trust import index_path
 from toolkit.results.records import (
+    RUN_ID,
     BenchRecord,
     ResultStore,
     _parse_line,
@@ -321,32 +322,50 @@ RUN_PREFIX_MIN = 8
 """The fewest characters of a run id that full_run_id completes (`20261205`: the run's date)."""
 
 
-def full_run_id(store: ResultStore, text: str) -> str:
-    """The run id `text` names in `store`: itself where a record of that run is stored, else the one
-    stored run id that begins with it (at least RUN_PREFIX_MIN characters: `20261205T192620Z` for
-    `20261205T192620Z-a8edce`, as a bench prints it), else `text` (the caller says what is stored).
-    BadInput (exit 4) naming the runs it begins, newest first, where it begins several."""
+def full_run_ids(store: ResultStore, text: str) -> list[str]:
+    """The run ids `text` names in `store`: itself where a record of that run is stored, else the
+    stored runs run_begun gives (the one it begins, at least RUN_PREFIX_MIN characters: `20261205T192620Z`
+    for `20261205T192620Z-a8edce`, as a bench prints it; a tune session's id its trials), else
+    [`text`] (the caller says what is stored). BadInput (exit 4) naming the runs it begins, newest
+    first, where it begins several of no one session."""
     if len(text) < RUN_PREFIX_MIN or heads(store, runs=[text]):
-        return text
-    return run_begun(text, [h.run_id for h in runs_newest_first(heads(store))]) or text
+        return [text]
+    return run_begun(text, [h.run_id for h in runs_newest_first(heads(store))]) or [text]
 
 
-def run_begun(text: str, run_ids: Iterable[str]) -> str | None:
-    """The one run id among `run_ids` (newest first) that begins with `text`, where `text` has at least
-    RUN_PREFIX_MIN characters; None where none does (or `text` is shorter). BadInput (exit 4) naming
-    the ones it begins, newest first, where it begins several (full_run_id, and `toolkit compare`'s
-    refs: compare._pick)."""
-    if len(text) < RUN_PREFIX_MIN:
-        return None
-    hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
-    if len(hits) > 1:
+def full_run_id(store: ResultStore, text: str) -> str:
+    """The one run id `text` names in `store` (full_run_ids); BadInput (exit 4) where it names several
+    (a tune session's trials), naming them."""
+    ids = full_run_ids(store, text)
+    if len(ids) > 1:
         from toolkit.core.errors import BadInput
 
-        more = f", and {len(hits) - 5} more" if len(hits) > 5 else ""
         raise BadInput(
-            f"run id {text!r} begins {len(hits)} stored runs: {', '.join(hits[:5])}{more}; give more of it"
+            f"run id {text!r} is a tune session of {len(ids)} trial runs ({_few(ids)}): give one of them"
         )
-    return hits[0] if hits else None
+    return ids[0]
+
+
+def run_begun(text: str, run_ids: Iterable[str]) -> list[str]:
+    """The run ids among `run_ids` (newest first) that `text` names by its start, where `text` has at
+    least RUN_PREFIX_MIN characters: the one it begins, or where `text` is a whole run id
+    (records.RUN_ID) every run going on from it as `text-...` (a tune session's id: its trials,
+    `<session>-tN`); [] where none does (or `text` is shorter). BadInput (exit 4) naming the ones it
+    begins, newest first, where it begins several otherwise (full_run_ids, and `toolkit compare`'s
+    refs: compare._pick)."""
+    if len(text) < RUN_PREFIX_MIN:
+        return []
+    hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
+    if len(hits) > 1 and not (RUN_ID.fullmatch(text) and all(r.startswith(text + "-") for r in hits)):
+        from toolkit.core.errors import BadInput
+
+        raise BadInput(f"run id {text!r} begins {len(hits)} stored runs: {_few(hits)}; give more of it")
+    return hits
+
+
+def _few(ids: list[str]) -> str:
+    """The first 5 of `ids`, and how many more."""
+    return ", ".join(ids[:5]) + (f", and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 def short_run_start(text: str, run_ids: Iterable[str]) -> str:
@@ -407,12 +426,12 @@ class RefQuery:
             )
         )
 
-    def run_begun(self, text: str) -> str | None:
-        """run_begun among the runs with an ok record: the one whose id begins with `text` (BadInput
-        where several do), newest first as runs_newest_first orders them (the trusted seq written
-        last, else the last in store order)."""
+    def run_begun(self, text: str) -> list[str]:
+        """run_begun among the runs with an ok record: the one whose id begins with `text`, or a tune
+        session's trials (BadInput where several others do), newest first as runs_newest_first orders
+        them (the trusted seq written last, else the last in store order)."""
         if len(text) < RUN_PREFIX_MIN:
-            return None
+            return []
         seq = TRUSTED_SEQ
         rows = self.idx.conn.execute(
             f"SELECT u.run_id FROM recs r JOIN temp.ord o ON o.file = r.file JOIN runs u ON u.id = r.run "

@@ -110,16 +110,22 @@ class RecordSelection(list[BenchRecord]):
     (3) one record per distinct (image name, digest, model name, model size, gpu_info) of the set
     not already present, so summaries over those fields (caveats.smoke_caveats) see every value.
 
-    `read`, `failed`, `superseded`: identity.Selection's counts over the whole set it stands for
-    (`read` = records in the set; `superseded` counts older runs and, in the newest run, records a
-    repetition or re-run replaced).
+    `read`, `failed`, `superseded`, `trials`: identity.Selection's counts over the whole set it stands
+    for (`read` = records in the set; `superseded` counts older runs and, in the newest run, records a
+    repetition or re-run replaced; `trials` the tune trials of runs not used).
     """
 
     def __init__(
-        self, records: Iterable[BenchRecord] = (), *, read: int = 0, failed: int = 0, superseded: int = 0
+        self,
+        records: Iterable[BenchRecord] = (),
+        *,
+        read: int = 0,
+        failed: int = 0,
+        superseded: int = 0,
+        trials: int = 0,
     ):
         super().__init__(records)
-        self.read, self.failed, self.superseded = read, failed, superseded
+        self.read, self.failed, self.superseded, self.trials = read, failed, superseded, trials
 
 
 def check_places(rows: Sequence[tuple], done: Mapping[int, int]) -> None:

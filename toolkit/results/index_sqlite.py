@@ -602,19 +602,23 @@ class ResultIndex:
         identity.newest_per_test and tables.select_with_accounting do over the whole set (see
         RecordSelection; ok rows ordered by where their test first appears, then store order), and
         identity.Selection's counts over the whole set:
-        {"read", "failed", "superseded"}. The set: the records `rows` would give for the same filters.
+        {"read", "failed", "superseded", "trials"}. The set: the records `rows` would give for the same filters.
 
         Mirrors identity.newest_per_test: ok records grouped by test key, then by run id; a run of
         tune trials only comes last (`tune`), else the run written last wins (its largest seq, else its
         last place in store order; by when each was measured where identity.by_measurement says so:
         a timed import row among the toolkit's own records; on a tie the run seen first);
         in it, repetitions (`process_run`) count as one, else the newest record is used and the others
-        are superseded.
+        are superseded; the tune trials of the runs not used count apart (`trials`).
         """
         self._order(files)
         self._choose_among(images, runs, digests, ok_only)
         read, failed = self.conn.execute("SELECT COUNT(*), TOTAL(status != 'ok') FROM temp.f").fetchone()
         kfirst, used = self._best_runs()
+        (trials,) = self.conn.execute(  # tune trials of the runs not used: no bench result superseded
+            "SELECT TOTAL(tune) FROM temp.f WHERE status = 'ok' AND (key, run) NOT IN (SELECT key, run FROM "
+            "temp.best)"
+        ).fetchone()
         keep = self._kept()
         check_places(keep, self.done)  # before the sort below meets a value of the wrong type
         # Order: ok records grouped by test at the place the test first appears in the whole set (so
@@ -623,7 +627,8 @@ class ResultIndex:
         keep.sort(key=lambda r: (kfirst[r[R_KEY]] if r[R_STATUS] == "ok" else r[R_POS], r[R_POS]))
         for t in ("f", "best"):
             self.conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
-        return keep, {"read": read, "failed": int(failed), "superseded": read - int(failed) - used}
+        counts = {"read": read, "failed": int(failed), "trials": int(trials)}
+        return keep, {**counts, "superseded": read - int(failed) - used - int(trials)}
 
     def _choose_among(
         self,
