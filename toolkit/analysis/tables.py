@@ -229,17 +229,19 @@ def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRe
 
 
 def id_value(r: BenchRecord, name: str) -> Any:
-    """The value of an identifying column: `model` (name, short sha256 when two files share a name)
+    """The value of an identifying column: `model` (name, short sha256 when two files share a name; the
+    path an import's file of another's name and description is told apart by: import_keys.AlikeFiles)
     or a test field (identity.test_fields), as a table shows it (flash_attn -1: `auto`)."""
     if name == "model":
         sha = identity.known_sha(r)
+        apart = str((r.model.model_extra or {}).get("file_apart") or "")
         twin_of = (r.model.model_extra or {}).get("twin_of") or {}
         twin = (
             f" [twin of {twin_of.get('repo', '?')}@{str(twin_of.get('revision') or '?')[:8]}]"
             if twin_of
             else ""
         )
-        return r.model.name + (f" ({sha[:8]})" if sha else "") + twin
+        return (apart if "/" in apart else r.model.name) + (f" ({sha[:8]})" if sha else "") + twin
     return _shown_value(name, identity.test_field(r, name))
 
 

@@ -21,6 +21,7 @@ import time
 import weakref
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolkit.core.errors import BadInput, EngineUnavailable
 from toolkit.core.text import one_line
@@ -294,17 +295,24 @@ user, host, port; an IPv6 literal and its zone)."""
 def address_problem(where: str) -> str | None:
     """Why engine address `where` (DOCKER_HOST, CONTAINER_HOST) is malformed, None where it is not: a
     scheme and no address, or a tcp://, http(s):// or ssh:// address holding a character no host, user
-    or port holds (a backslash, a space, a control character) before its path. Readers part at such a
-    character differently (the docker SDK's urllib3 takes `tcp://10.1.2.3\\@127.0.0.1:2375` to 10.1.2.3
-    port 80, urllib and so `toolkit doctor` to 127.0.0.1): the engine is not asked, and doctor judges no
-    host by it (host.doctor_checks.remote_engine)."""
+    or port holds (a backslash, a space, a control character) before its path, or one urllib cannot read
+    (an IPv6 bracket left open, a port out of range). Readers part at such a character differently (the
+    docker SDK's urllib3 takes `tcp://10.1.2.3\\@127.0.0.1:2375` to 10.1.2.3 port 80, urllib and so
+    `toolkit doctor` to 127.0.0.1): the engine is not asked, and doctor judges no host by it
+    (host.doctor_checks.remote_engine)."""
     if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):
         return "no address"
     scheme, _, rest = where.partition("://")
+    if scheme.lower() not in ("tcp", "http", "https", "ssh"):
+        return None
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
     odd = [c for c in authority if not (c.isalnum() and c.isprintable()) and c not in _HOST_MARKS]
-    if scheme.lower() in ("tcp", "http", "https", "ssh") and odd:
+    if odd:
         return f"{odd[0]!r} in its address: no host name, user or port holds one"
+    try:
+        urlsplit(where).port  # noqa: B018 (read on asking: "Port out of range 0-65535")
+    except ValueError as err:  # "Invalid IPv6 URL", an IPv6 zone that is not one
+        return _first_line(err)
     return None
 
 

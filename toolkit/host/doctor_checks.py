@@ -548,12 +548,9 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
     var = "CONTAINER_HOST" if podman else "DOCKER_HOST"
     name = "Podman" if podman else "Docker engine"
     where = str(env.get(var) or "").strip()
-    try:
+    scheme, host = "", ""  # a malformed address (the engine's client refuses it): the engine check says so
+    if not address_problem(where):
         scheme, host = where.partition("://")[0].lower(), urlsplit(where).hostname or ""
-        if address_problem(where):  # read otherwise by the engine's client, which refuses it
-            raise ValueError(where)
-    except ValueError:  # a malformed address: the engine check says so
-        scheme, host = "", ""
     if scheme in ("tcp", "ssh", "http", "https") and host and not _this_host(host, hostname):
         return f"remote {name} at {scheme}://{host} ({var})"
     client = info.get("ClientInfo")

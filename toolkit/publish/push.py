@@ -10,12 +10,13 @@ BuildRecord (same image digest, `repo_digests`, `pushed`) is appended to results
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.core import invocation
 from toolkit.core.errors import BadInput, BuildFailed
+from toolkit.core.text import one_line
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.matrix.api import LoadedMatrix
@@ -68,16 +69,19 @@ class PushFailed(BuildFailed):
 # ------------------------------------------------------------------------------------------- push
 
 
-def parse_registry(value: str, where: str = "registry") -> str:
-    """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash (a port 1-65535); BadInput
-    naming `where` (the option or the matrix key it came from) otherwise: `..` or `-x` as a host was
-    taken, then refused by the engine as an invalid reference only when the push ran (exit 2)."""
+def parse_registry(value: str, where: str = "registry", names: Sequence[str] = ("x",)) -> str:
+    """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash (a port 1-65535), that with
+    `/NAME` of each of `names` (the images to push there) is a repository name of at most 255
+    characters; BadInput naming `where` (the option or the matrix key it came from) otherwise: `..`,
+    `-x` or 300 characters as a host was taken, then refused by the engine as an invalid reference only
+    when the push ran (exit 2)."""
     reg = value.strip().rstrip("/")
     m = None if "://" in reg else _REGISTRY.match(reg)
-    if not m or not 1 <= int(m["port"] or 443) <= 65535:
+    if not m or not 1 <= int(m["port"] or 443) <= 65535 or len(reg) + 1 + max(map(len, names)) > 255:
         raise BadInput(
-            f"{where} {value!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
-            "ghcr.io/acme (no http://; a host name, a port 1-65535, a lowercase namespace)"
+            f"{where} {one_line(value)[:300]!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
+            "ghcr.io/acme (no http://; a host name, a port 1-65535, a lowercase namespace; with /IMAGE at "
+            "most 255 characters)"
         )
     return reg
 
@@ -341,13 +345,15 @@ def push_images(
     say what would be tagged and pushed (push_image), push and record nothing."""
     if not (registry or lm.m.registry):
         raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
+    specs = lm.select_images(names)
+    pushed = [spec.name for spec in specs] or ["x"]
     reg = (
-        parse_registry(registry, "--registry")
+        parse_registry(registry, "--registry", pushed)
         if registry
-        else parse_registry(lm.m.registry or "", f"{lm.path}: registry")
+        else parse_registry(lm.m.registry or "", f"{lm.path}: registry", pushed)
     )
     out = []
-    for spec in lm.select_images(names):
+    for spec in specs:
         if dry_run:
             out.append(push_image(store, spec.name, reg, dry_run=True))
         elif attest:

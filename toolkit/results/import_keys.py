@@ -7,6 +7,7 @@ keeps it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -149,39 +150,53 @@ def shown_key(rec: BenchRecord, form: RowForm) -> int:
 class AlikeFiles:
     """The model files one import's rows name, by llama-bench's description of each (model_fingerprint):
     `-m a.gguf -m b.gguf` of two models of one type, size and parameter count (two fine-tunes of one
-    base quantized alike) are two models, as the file says. The least file name of a description keeps
-    it (it matches that model's rows of other imports and runs); the rows of each other file carry the
-    file's name in their model identity (ModelRef `file_apart`: identity._model_fingerprint), so they
-    are another row of the tables, never repetitions of the first's. Which file keeps it is its name's
-    to say, never the order of the files or rows: where another came first, `settle` asks for the rows
-    to be read again with the keepers known (`keep`)."""
+    base quantized alike) are two models, as the file says, and so are `-m v1/model.gguf -m
+    v2/model.gguf`. The file of the least name (then path) of a description keeps it (it matches that
+    model's rows of other imports and runs); the rows of each other file carry the file's name in their
+    model identity (ModelRef `file_apart`: identity._model_fingerprint), or its path where another file
+    of the description has that name, so they are another row of the tables, never repetitions of the
+    first's. Which file keeps it is its name's to say, never the order of the files or rows: where the
+    rows read so far said otherwise, `settle` asks for them to be read again with every file known
+    (`keep`: description -> the paths of its files)."""
 
     class Unsettled(Exception):
-        """The rows gave a description to a file other than the least named of its files (`keep`: the
-        least of each description): read them again with AlikeFiles(keep)."""
+        """The rows of a file were given another identity than every row's files give it (`keep`: the
+        paths of each description's files): read them again with AlikeFiles(keep)."""
 
-        def __init__(self, keep: dict[tuple, str]) -> None:
+        def __init__(self, keep: dict[tuple, frozenset[str]]) -> None:
             super().__init__("read again")
             self.keep = keep
 
-    def __init__(self, keep: dict[tuple, str] | None = None) -> None:
-        self.first: dict[tuple, str] = dict(keep or {})  # description -> the file name that keeps it
-        self.least: dict[tuple, str] = {}  # description -> the least file name its rows named
+    def __init__(self, keep: dict[tuple, frozenset[str]] | None = None) -> None:
+        self.paths = {fp: set(ps) for fp, ps in (keep or {}).items()}  # description -> its files' paths
+        self.said: dict[tuple, dict[str, str]] = {}  # description -> path -> its file_apart ("": keeps it)
+
+    @staticmethod
+    def _apart_as(path: str, paths: set[str]) -> str:
+        """ "" where `path` keeps its description (the least of `paths` by name, then path), else its
+        name, or `path` where another of `paths` has that name."""
+        if path == min(paths, key=lambda p: (Path(p).name, p)):
+            return ""
+        name = Path(path).name
+        return path if sum(Path(p).name == name for p in paths) > 1 else name
 
     def apart(self, rec: BenchRecord) -> BenchRecord:
         """`rec` (an imported record), or a copy whose model names its file where another file of the
         same description keeps it. Rows without a file name (md) are kept."""
-        name = Path(rec.model.path).name if rec.model.path else ""
-        if not name:
+        if not Path(rec.model.path or "").name:
             return rec
-        fp = model_fingerprint(rec)
-        self.least[fp] = min(self.least.get(fp, name), name)
-        if self.first.setdefault(fp, name) == name:
-            return rec
-        return rec.model_copy(update={"model": rec.model.model_copy(update={"file_apart": name})})
+        path, fp = os.path.normpath(rec.model.path or ""), model_fingerprint(rec)
+        paths = self.paths.setdefault(fp, set())
+        paths.add(path)
+        said = self.said.setdefault(fp, {}).setdefault(path, self._apart_as(path, paths))
+        return (
+            rec.model_copy(update={"model": rec.model.model_copy(update={"file_apart": said})})
+            if said
+            else rec
+        )
 
     def settle(self) -> None:
-        """After every row: raise Unsettled where a description was kept by a file other than the least
-        named of its files (a file of a greater name came first)."""
-        if any(self.first[fp] != least for fp, least in self.least.items()):
-            raise AlikeFiles.Unsettled(self.least)
+        """After every row: raise Unsettled where a file's rows were given another identity than every
+        row's files give it (a file of a lesser name, or another of its name, came later)."""
+        if any(x != self._apart_as(p, self.paths[fp]) for fp, d in self.said.items() for p, x in d.items()):
+            raise AlikeFiles.Unsettled({fp: frozenset(ps) for fp, ps in self.paths.items()})

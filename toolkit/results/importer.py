@@ -99,7 +99,7 @@ class ImportOptions:
     now: datetime | None = None
     input_len: int | None = None
     output_len: int | None = None
-    keep: dict[tuple, str] | None = None  # the file keeping each model description (AlikeFiles), read again
+    keep: dict[tuple, frozenset[str]] | None = None  # each model description's files (AlikeFiles), read again
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
     try:
         with _spill(store.root) as spill, _spill(store.root) as aside:
             return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
-    except AlikeFiles.Unsettled as again:  # a file other than the least named kept a description: read again
+    except AlikeFiles.Unsettled as again:  # rows said apart otherwise than all the files say: read again
         return _read_llama_bench(store, paths, replace(o, keep=again.keep), before)
     except OSError as err:  # the spill files have no name: a full disk was said as `(unknown path)`
         if err.filename is not None or err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):

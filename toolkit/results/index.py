@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sqlite3
 import time
 import zlib
@@ -349,14 +350,15 @@ def full_run_id(store: ResultStore, text: str) -> str:
 def run_begun(text: str, run_ids: Iterable[str]) -> list[str]:
     """The run ids among `run_ids` (newest first) that `text` names by its start, where `text` has at
     least RUN_PREFIX_MIN characters: the one it begins, or where `text` is a whole run id
-    (records.RUN_ID) every run going on from it as `text-...` (a tune session's id: its trials,
-    `<session>-tN`); [] where none does (or `text` is shorter). BadInput (exit 4) naming the ones it
-    begins, newest first, where it begins several otherwise (full_run_ids, and `toolkit compare`'s
-    refs: compare._pick)."""
+    (records.RUN_ID) its runs `text-tN` (a tune session's id: its trials, cli/tune.py); [] where none
+    does (or `text` is shorter). BadInput (exit 4) naming the ones it begins, newest first, where it
+    begins several otherwise (another run `text-x` beside them too: full_run_ids, and `toolkit
+    compare`'s refs: compare._pick)."""
     if len(text) < RUN_PREFIX_MIN:
         return []
     hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
-    if len(hits) > 1 and not (RUN_ID.fullmatch(text) and all(r.startswith(text + "-") for r in hits)):
+    trial = re.compile(re.escape(text) + "-t[0-9]+")
+    if len(hits) > 1 and not (RUN_ID.fullmatch(text) and all(map(trial.fullmatch, hits))):
         from toolkit.core.errors import BadInput
 
         raise BadInput(f"run id {text!r} begins {len(hits)} stored runs: {_few(hits)}; give more of it")
