@@ -137,3 +137,25 @@ def test_a_registry_too_long_for_a_repository_name_is_refused_before_the_push():
     assert parse_registry(host, "--registry", ["cpu"]) == host  # 252
     res = CliRunner().invoke(cli, ["push", "--registry", "a" * 100_000, "--image", "cpu", "--dry-run"])
     assert isinstance(res.exception, BadInput) and len(str(res.exception)) < 1000  # was: 100 KB echoed
+
+
+def test_an_import_whose_second_read_names_other_model_files_is_refused_not_read_forever(
+    tmp_path, monkeypatch
+):
+    """AlikeFiles' re-read (a file of a lesser name came later) happens once: a second read that still
+    disagrees read files that changed between the reads (a program still writing them), refused as
+    such (exit 4), where it read them again and again until a RecursionError (exit 1). The change
+    between two reads is stood in for by a settle that always disagrees (mocked: its timing cannot be
+    made reliably on a loaded host)."""
+    from toolkit.results.import_keys import AlikeFiles
+
+    def disagree(self) -> None:
+        raise AlikeFiles.Unsettled({fp: frozenset(ps) for fp, ps in self.paths.items()})
+
+    monkeypatch.setattr(AlikeFiles, "settle", disagree)
+    src = tmp_path / "f.jsonl"
+    src.write_text(_rows([0, 1, 2, 3]))
+    res = CliRunner().invoke(cli, ["import", str(src), "--results", str(tmp_path / "r"), "--label", "x"])
+    assert isinstance(res.exception, BadInput), res.exception  # exit 4 under toolkit's main
+    assert "changed while it was read (two reads named other model files)" in str(res.exception)
+    assert not list((tmp_path / "r").glob("*/bench.jsonl"))

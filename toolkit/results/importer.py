@@ -128,7 +128,12 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
         with _spill(store.root) as spill, _spill(store.root) as aside:
             return _import_rows(store, sources, (spill, aside), o, skipped, refused, before)
     except AlikeFiles.Unsettled as again:  # rows said apart otherwise than all the files say: read again
-        return _read_llama_bench(store, paths, replace(o, keep=again.keep), before)
+        if o.keep is None:  # once: a second read that differs read files that changed in between
+            return _read_llama_bench(store, paths, replace(o, keep=again.keep), before)
+        raise BadInput(
+            f"{', '.join(shown(str(p)) for p in paths)}: changed while it was read (two reads named other "
+            "model files): nothing imported; import it once the program writing it has finished"
+        ) from None
     except OSError as err:  # the spill files have no name: a full disk was said as `(unknown path)`
         if err.filename is not None or err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
