@@ -159,3 +159,28 @@ def test_an_import_whose_second_read_names_other_model_files_is_refused_not_read
     assert isinstance(res.exception, BadInput), res.exception  # exit 4 under toolkit's main
     assert "changed while it was read (two reads named other model files)" in str(res.exception)
     assert not list((tmp_path / "r").glob("*/bench.jsonl"))
+
+
+def test_export_runs_push_note_on_the_terminal_names_this_hosts_folders(tmp_path, matrix_data):
+    """export-run from another folder: the note printed on the terminal gives the push with the matrix and
+    results given (this host's folders: it runs here, pasted as printed); run.json keeps them scrubbed
+    (`matrix.yaml`, `results`: no host path published). The terminal got the scrubbed one, which from
+    another folder pointed at no matrix (brk48b)."""
+    from tests.support.project import cpu_project
+    from tests.support.runs import bench_records
+
+    proj = tmp_path / "proj"
+    cpu_project(proj, matrix_data)
+    store = ResultStore(proj / "results")
+    list(map(store.add_result, bench_records("run-p")))
+    away = tmp_path / "away"
+    away.mkdir()
+    m, r = str(proj / "matrix.yaml"), str(proj / "results")
+    res = tk(away, "export-run", "run-p", "-o", str(tmp_path / "out"), "--matrix", m, "--results", r)
+    assert res.returncode == 0, res.stderr
+    said = next(ln for ln in res.stderr.splitlines() if "never pushed" in ln)
+    assert f"toolkit push --matrix {m} --image cpu" in said, said  # results/ beside it: said by the matrix
+    kept = next(
+        n for n in json.loads((tmp_path / "out" / "run.json").read_text())["notes"] if "never pushed" in n
+    )
+    assert str(tmp_path) not in kept and "--matrix matrix.yaml --image cpu" in kept, kept

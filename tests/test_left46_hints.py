@@ -125,8 +125,9 @@ def test_export_runs_push_note_carries_the_matrix_and_results_it_was_given(tmp_p
         "`toolkit push --matrix small.yaml --results res2 --image cpu --registry HOST[:PORT]/NAMESPACE` with "
         "the address of your registry in its place, and export again"
     )
-    assert push in res.output
     assert any(push in n for n in json.loads((out / "run.json").read_text())["notes"])
+    here = push.replace("small.yaml", str(proj / "small.yaml")).replace("res2", str(proj / "res2"), 1)
+    assert here in res.output, res.output  # the terminal's: this host's folders (brk48b)
 
 
 # ------------------------------------------------------------------- 5. a typo'd stand-in's path

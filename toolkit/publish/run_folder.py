@@ -316,7 +316,9 @@ def export_run(
     holding a symlink that points out of it (the files written there would land outside). BadInput
     (exit 4), before anything is written, when a file it would copy is a link or not regular (`copied`).
     The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
-    unless `host_paths` (reproduce's own export of this project's run: it stays on this host)."""
+    unless `host_paths` (reproduce's own export of this project's run: it stays on this host). Returns the
+    run as written, but for its notes: as this host's terminal reads them (the folders unscrubbed: a
+    `toolkit push --matrix M --results R` they print works as printed here, brk48b)."""
     out = Path(out)
     run_id = resultindex.full_run_id(store, run_id)  # a prefix of one stored run's id: that run
     if out.exists() and any(out.iterdir()):
@@ -332,8 +334,10 @@ def export_run(
         symlinks_inside(out, what=f"--out {out}", fix="export into an empty folder")
     recs = run_records(store, run_id)
     run, builds = describe_run(store, run_id, lm, recs)
+    said = list(run.notes)  # the terminal's: its commands run on this host, with this host's folders
     if not host_paths:  # the host's folders are not published
         run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
+    scrubbed_notes = len(run.notes)
     # checked before anything is written
     copies = folder_copy.copied(lm.root, Path(lm.path)) if lm is not None else []
     out.mkdir(parents=True, exist_ok=True)
@@ -367,7 +371,7 @@ def export_run(
     write_json_atomic(out / "run.json", run.model_dump(mode="json"))
     readme = strip_controls(run_readme(run, recs))  # host strings: no escapes
     write_atomic(out / "README.md", readme.encode(), root=out)
-    return run
+    return run.model_copy(update={"notes": said + run.notes[scrubbed_notes:]})
 
 
 def _toolkit_source(commit: str, out: Path) -> str | None:
