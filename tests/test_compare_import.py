@@ -157,7 +157,9 @@ def test_compare_a_typo_of_a_measured_image_name_says_which_name_was_meant(tmp_p
         compare.compare(store, "hpi", "run-2")
     with pytest.raises(BadInput) as e:
         compare.compare(store, "hip-7.2.4-nightly", "run-2")
-    assert "did you mean" not in str(e.value) and "`toolkit build -i hip-7.2.4-nightly" in str(e.value)
+    said = str(e.value)  # no typo, and no image of the matrix: no build offered (fix48c S6)
+    assert "did you mean" not in said and "hip-7.2.4-nightly is no image of matrix.yaml" in said, said
+    assert "toolkit build" not in said, said
 
 
 def test_compare_an_image_not_measured_in_a_results_folder_says_to_measure_it_there(tmp_path):
@@ -191,7 +193,7 @@ def test_compare_an_image_name_not_measured_says_how_to_measure_it(tmp_path):
     store = store_with(tmp_path, a + scaled(a, 1.0, digest="sha256:" + "c" * 64, run_id="run-2"))
     with pytest.raises(
         BadInput,
-        match=r"images with results here: hip \(an image.*`toolkit build -i vulkan && toolkit bench -i vulkan`",
+        match=r"images with results here: hip \(image vulkan of matrix.yaml is not measured yet: `toolkit build -i vulkan && toolkit bench -i vulkan`",
     ):
         compare.compare(store, "run-2", "vulkan")
     store.add_build(

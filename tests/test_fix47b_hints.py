@@ -170,8 +170,11 @@ def test_the_skip_hints_doctor_names_the_engine_matrix_and_results_given(given):
     assert said.endswith(f"pass --allow-software-gpu, or run `{given}`"), said
 
 
-def test_every_hint_naming_a_command_carries_the_options_given(given, tmp_path):
+def test_every_hint_naming_a_command_carries_the_options_given(given, tmp_path, monkeypatch):
     from toolkit.results import no_results
+
+    monkeypatch.chdir(tmp_path)  # m2.yaml given: compare offers a build of an image it names (fix48c S6)
+    (tmp_path / "m2.yaml").write_text((ROOT / "matrix.yaml").read_text())
 
     assert no_results() == (
         "no results yet: run `toolkit --engine podman build --matrix m2.yaml --results res2 && "

@@ -291,12 +291,8 @@ def test_report_in_a_project_not_yet_benched_says_to_bench_not_to_move(tmp_path,
     (tmp_path / "matrix.yaml").write_text((Path(__file__).parents[1] / "matrix.yaml").read_text())
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["report"])
-    said = str(res.exception)
-    assert (
-        getattr(res.exception, "exit_code", None) == 4
-        and "no results yet" in said
-        and "toolkit bench" in said
-    )
+    said = res.output  # nothing measured yet: exit 0 as for an empty results/ (docs/exit-codes.md, fix48c)
+    assert res.exit_code == 0 and "no results yet" in said and "toolkit bench" in said, said
     assert "run from the project folder" not in said and not (tmp_path / "results").exists()
 
 

@@ -130,9 +130,21 @@ def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
 
     busy = any(telemetry_flags(r) for r in trials)  # a lead on flagged trials crowns no default either
     assert ("were flagged (" if busy else "best: the matrix default (n_ubatch=256)") in out, out
-    assert "dropped early as a clear loser: n_ubatch=1" in out
+    # a clear loser by round 1's stored samples (every ub1 sample below ub256's worst) is dropped, and
+    # only then: on a busy host (load 5-6) one slow ub256 sample overlaps ub1's best (fix48c)
+    first = {
+        ub: [
+            x
+            for r in trials
+            if r.n_ubatch == ub and r.model_extra["tune"]["round"] == 1
+            for x in r.samples_ts
+        ]
+        for ub in (1, 256)
+    }
+    clear = max(first[1]) < min(first[256])
+    assert ("dropped early as a clear loser: n_ubatch=1" in out) == clear, (first, out)
     rounds = {r.model_extra["tune"]["round"] for r in trials if r.n_ubatch == 1}
-    assert rounds == {1}  # never measured again after round 1
+    assert rounds == {1} or not clear  # a clear loser is never measured again after round 1
     report, _ = run_cli(project, "report", "-i", "cpu")
     assert "pp256 ub1" in report.output and "pp256 ub256" in report.output  # trials are ordinary results
     assert "tune-trial" in report.output  # ... marked: never silently the bench's number (newcomer trial)

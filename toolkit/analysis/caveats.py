@@ -16,9 +16,9 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     out = []
     tiny = sorted({r.model.name for r in records if stand_in(r)})
     if tiny:
+        are = "is a tiny stand-in model; its" if len(tiny) == 1 else "are tiny stand-in models; their"
         out.append(
-            f"smoke-test data: {', '.join(tiny)} is a tiny stand-in model; its tok/s show the path works, "
-            "they are not a basis for routing"
+            f"smoke-test data: {', '.join(tiny)} {are} tok/s show the path works, they are not a basis for routing"
         )
     soft = sorted({image_label(r) for r in records if backends.is_software_device(r.gpu_info)})
     if soft:

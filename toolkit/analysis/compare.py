@@ -246,9 +246,10 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str |
 def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: str | None = None) -> str:
     """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
     result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
-    of it is recorded), first the measured names a typo of it would be (`cpuu`: did you mean 'cpu'?, and
-    then no build or bench of `cpuu` is offered; not a name holding it: `vulkan` is no typo of
-    vulkan-mesa-trixie); '' otherwise. The commands carry
+    of it is recorded), first the names a typo of it would be, measured or of the matrix (`cpuu`: did
+    you mean 'cpu'?, and then no build or bench of `cpuu` is offered; not a name holding it: `vulkan`
+    is no typo of vulkan-mesa-trixie); a command only for an image of the matrix (`nosuch` is named
+    as none, fix48c S6: its build was offered and refused as no image); '' otherwise. The commands carry
     `--results` where it was given (`results`, as typed: bench writes results/ beside the matrix
     otherwise, and compare of that folder finds the image no more than before; B's --against folder for
     B), with the engine and matrix given (invocation.command)."""
@@ -256,20 +257,37 @@ def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: 
         return ""
     import difflib  # the error path only
 
-    typo = difflib.get_close_matches(ref, sorted(measured), n=2, cutoff=0.6)
-    guess = f"did you mean {' or '.join(map(repr, typo))}? " if typo else ""
+    images, matrix = _matrix_images(), invocation.matrix_file()
     have = (
         f"images with results here: {', '.join(sorted(measured))}"
         if measured
         else "no image has results here"
     )
+    if ref not in images:  # a typo, or no image at all: bench and build refuse a name the matrix lacks
+        typo = difflib.get_close_matches(ref, sorted(measured | images), n=2, cutoff=0.6)
+        guess = (
+            f"did you mean {' or '.join(map(repr, typo))}? " if typo else f"{ref} is no image of {matrix}; "
+        )
+        return f"; {guess}{have}"
     at = Path(results) if results else None
     bench, build = (invocation.command(name, "-i", ref, results=at) for name in ("bench", "build"))
     if (built := store.latest_build(ref)) is not None:
         return f"; image {ref} is built ({built.digest[:19]}) but not measured: `{bench}` ({have})"
-    if typo:  # a typo of a measured name is not an image to build (`toolkit build -i cpuu` was offered)
-        return f"; {guess}{have}"
-    return f"; {guess}{have} (an image of matrix.yaml not measured yet has none: `{build} && {bench}`)"
+    return f"; {have} (image {ref} of {matrix} is not measured yet: `{build} && {bench}`)"
+
+
+def _matrix_images() -> set[str]:
+    """The image names of the matrix this invocation works on (invocation.matrix_file), read as YAML
+    alone (a project copy without its templates still names them); none where no matrix reads
+    (absent: compare outside a project)."""
+    from toolkit.matrix.api import read_yaml
+
+    try:
+        data = read_yaml(invocation.matrix_file())
+    except BadInput:
+        return set()
+    images = data.get("images") if isinstance(data, dict) else None
+    return {str(i["name"]) for i in images or () if isinstance(i, dict) and "name" in i}
 
 
 def stored_runs(store: ResultStore, heads: list[resultindex.Head] | None = None, n: int = 5) -> str:
@@ -374,12 +392,14 @@ def fold_decode(
     only_a: list[BenchRecord],
     only_b: list[BenchRecord],
     id_cols: list[str],
+    judged: str | None = None,
 ) -> _Folded | None:
     """The decode tests (tg) of both sides folded over the micro-batch by the report's own rule
     (tables.fold_decode_ub over a table of two columns, A and B, holding the pairs and the one-side
     records): tg tests that differ only by ub and whose tok/s agree within noise on each side are one
     row, each side's cell its ub512 record (else the one with most samples); a one-side record folded
-    into a row both sides hold is no longer missing. None when no row folds (the rows stay as joined)."""
+    into a row both sides hold is no longer missing (`judged` "A": agreeing on A decides, as
+    fold_decode_ub's). None when no row folds (the rows stay as joined)."""
 
     def row(cells: dict[str, BenchRecord]) -> Row:
         r = next(iter(cells.values()))
@@ -390,7 +410,7 @@ def fold_decode(
     decode = [row({"A": x, "B": y}) for x, y in pairs if x.axis == "decode"]
     decode += [row({"A": r}) for r in only_a if r.axis == "decode"]
     decode += [row({"B": r}) for r in only_b if r.axis == "decode"]
-    folded, did = fold_decode_ub(Table("decode", "", ["A", "B"], id_cols, decode))
+    folded, did = fold_decode_ub(Table("decode", "", ["A", "B"], id_cols, decode), judged)
     if not did:
         return None
     kept = {id(r) for r in decode}

@@ -89,6 +89,7 @@ class Shown:
     def of(cls, records: list[BenchRecord], opts: ReportOptions) -> Shown:
         chosen, sel = tables.select_with_accounting(records)
         facts = facts_of(chosen, opts)
+        good = {id(r) for r in tables.made_good(records)}  # a failure a later run made good: not failed
         failures = [
             {
                 "image": r.image.name,
@@ -99,10 +100,10 @@ class Shown:
                 "error": r.error,
             }
             for r in records
-            if r.status != "ok"
+            if r.status != "ok" and id(r) not in good
         ]
         failures.sort(key=lambda f: tuple(str(f[k]) for k in ("image", "digest", "run_id", "test", "error")))
-        counts = accounting(records, 0, sel) + _failed_names(failures)
+        counts = accounting(records, 0, sel, len(good)) + _failed_names(failures)
         caveats = smoke_caveats(records) + held_caveats(facts)
         ts = tables.axis_tables(facts, opts)
         return cls(facts, ts, short_labels(ts), counts, len(records), caveats, failures)

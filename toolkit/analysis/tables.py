@@ -40,7 +40,7 @@ from toolkit.results import identity
 from toolkit.results.flag_claims import without_unsupported
 from toolkit.results.identity import value
 from toolkit.results.index import RecordSelection
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import NO_TEST, BenchRecord
 from toolkit.runtimes.vllm.output import attention_backend_name
 
 __all__ = [
@@ -549,10 +549,12 @@ def _fingerprint_words(r: BenchRecord) -> str:
     return ", ".join(words) or "model not described"
 
 
-def fold_decode_ub(t: Table) -> tuple[Table, bool]:
+def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
     """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
     `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every
-    image column, their tok/s agree within noise (_agree: noise_band, stddevs known); rows that
+    image column (column `judged` alone where given: reproduce's recorded side, so its rows are those
+    of the published run's report, whatever a busy re-run measured: nc48 S9), their tok/s agree
+    within noise (_agree: noise_band, stddevs known); rows that
     differ beyond it stay apart with their ub, so no measured difference is hidden (a tg128 of 3,674
     t/s at ub512 and 726 t/s at ub2048 is two rows). A folded cell is the ub512 record (llama-bench's
     default), else the one with the most samples; (table, whether any row was folded). Any other table is returned as it is. The one fold every table format (text, github,
@@ -570,14 +572,14 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
         groups.setdefault(
             (test, tuple(row.ids.items()), same) if foldable else (row.test, id(row)), []
         ).append(row)
-    if all(len(g) == 1 or not _agree(g) for g in groups.values()):
+    if all(len(g) == 1 or not _agree(g, judged) for g in groups.values()):
         return t, False
     shared = Counter(k[:2] for k in groups if len(k) == 3)  # (test, ids) of more than one test: keep ub
     rows = []
     for key, group in groups.items():
         test = key[0]
         lone = len(group) == 1 and (not group[0].test.startswith(f"{test} ub") or shared[key[:2]] > 1)
-        if lone or not _agree(group):
+        if lone or not _agree(group, judged):
             rows.extend(group)
             continue
         merged = Row(test, dict(group[0].ids), group[0].order)
@@ -595,11 +597,12 @@ def fold_decode_ub(t: Table) -> tuple[Table, bool]:
     return replace(t, rows=rows), True
 
 
-def _agree(group: list[Row]) -> bool:
-    """Every image column's records of these rows give the same tok/s within noise: each pair
-    _within noise_band of their relative stddevs (unknown, non-finite stddev or a value <= 0: not
-    agreeing). O(n log n) in the rows (bands.breakers; every pair was minutes at 8,000 ubs)."""
-    for c in {c for row in group for c in row.facts}:
+def _agree(group: list[Row], judged: str | None = None) -> bool:
+    """Every image column's records of these rows (column `judged` alone where given) give the same
+    tok/s within noise: each pair _within noise_band of their relative stddevs (unknown, non-finite
+    stddev or a value <= 0: not agreeing). O(n log n) in the rows (bands.breakers; every pair was
+    minutes at 8,000 ubs)."""
+    for c in {judged} if judged else {c for row in group for c in row.facts}:
         fs = [row.facts[c] for row in group if c in row.facts]
         if len(fs) > 1 and not all(_band_holds([(f.value, f.rsd) for f in fs], math.inf) or [False]):
             return False
@@ -690,14 +693,47 @@ def axis_tables(chosen: list[BenchRecord] | list[Facts], opts: ReportOptions | N
     return [t for t in (axis_table(fs, a, opts) for a in AXES) if t.rows]
 
 
-def accounting(records: list[BenchRecord], refused: int = 0, sel: identity.Selection | None = None) -> str:
+def made_good(records: Iterable[BenchRecord]) -> list[BenchRecord]:
+    """The failed records of `records` that a later record made good, which no reader counts failed: a
+    failed test measured ok (its TestKey) by a record created after it, and a process's fault of no
+    one test (records.NO_TEST: a crash, Ctrl-C between tests) where a run of the same image digest
+    and model created after it ended without a failure (its `toolkit bench --resume` measured the
+    cases left, or a bench measured them all again: a report said "1 failed (cpu: interrupted ...)"
+    after the resume, nc48 S11). `records`: every failed one with the ok records of the newest runs
+    (what resultindex.select keeps)."""
+    recs = list(records)
+    failed = [r for r in recs if r.status != "ok"]
+    if not failed:  # the usual case
+        return []
+    runs, tests = {r.run_id for r in failed}, {identity.test_key(r) for r in failed if r.test != NO_TEST}
+    ok_at: dict[Any, str] = {}  # the newest ok of each failed test, and of each clean run's (digest, model)
+    for r in recs:
+        if r.status == "ok":
+            for k in (
+                *(() if r.run_id in runs else ((r.image.digest, r.model.name),)),
+                *((t,) if tests and (t := identity.test_key(r)) in tests else ()),
+            ):
+                ok_at[k] = max(ok_at.get(k, ""), r.created)
+    return [
+        r
+        for r in failed
+        if ok_at.get((r.image.digest, r.model.name) if r.test == NO_TEST else identity.test_key(r), "")
+        > r.created
+    ]
+
+
+def accounting(
+    records: list[BenchRecord], refused: int = 0, sel: identity.Selection | None = None, good: int = 0
+) -> str:
     """One line: how many records were read, used, superseded, failed (and refused by the reader);
-    `sel`: the records' select_with_accounting where the caller made it (the counts are set anew)."""
+    `sel`: the records' select_with_accounting where the caller made it (the counts are set anew);
+    `good`: failed records a later one made good (made_good), counted superseded."""
     sel = sel or select_with_accounting(records)[1]
     if isinstance(
         records, RecordSelection
     ):  # resultindex.select(): the counts of the whole set it stands for
         for count in ("read", "superseded", "failed", "trials"):
             setattr(sel, count, getattr(records, count))
+    sel.failed, sel.superseded = sel.failed - good, sel.superseded + good
     text = sel.summary()
     return text + (f", {refused} unreadable or invalid (see warnings)" if refused else "")

@@ -125,6 +125,9 @@ def rich_console(*, stderr: bool = False, **kwargs: Any) -> Any:
 click.echo = _safe_echo  # one choke point: every command prints through click.echo
 click.core.echo = click.decorators.echo = _core_echo  # --help, usage errors: Click's own names for echo
 
+HELP_OPTIONS = ["-h", "--help"]
+"""The spellings of every command's help option (many command lines take -h)."""
+
 EPILOG = (
     "Exit codes: 0 ok, 1 unexpected error (a bug), 2 build failed or nothing done (push, bench), 3 bench failed, 4 bad input, "
     "5 container engine (Docker or Podman) unavailable, lost or refusing a request, 6 regression (compare), 7 not reproduced (reproduce), "

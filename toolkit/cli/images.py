@@ -230,8 +230,9 @@ def pins(matrix_path, images, models, as_json, timeout):
     variables with @sha256:), source refs/commits (`sources:`, their fallbacks) and Hugging Face revisions.
 
     Each is ok, moved (a tag/branch now points elsewhere than its pinned digest/commit), missing (the
-    digest, commit, sdist or revision is gone) or unreachable (not checked: no answer; the row says why).
-    Exits 10 when any pin moved or is missing; unreachable alone exits 0.
+    digest, commit, sdist or revision is gone), unreachable (not checked: no answer; the row says why)
+    or unchecked (not checked here: a lookup this host cannot make, Podman's of an image; the row says
+    where to). Exits 10 when any pin moved or is missing; unreachable or unchecked alone exits 0.
     """
     from toolkit.images import pins as pins_mod
 
@@ -242,7 +243,10 @@ def pins(matrix_path, images, models, as_json, timeout):
         click.echo(pins_mod.format_pins(results))
     if pins_mod.broken(results):
         sys.exit(10)  # a pin moved or is missing: README exit-code table
-    if results and all(r.status == "unreachable" for r in results):  # nothing could be checked
+    c = pins_mod.counts(results)
+    if c["unreachable"] and c["unreachable"] + c["unchecked"] == len(results):  # no remote answered
         raise RemoteUnavailable(
-            f"no pin could be checked: all {len(results)} unreachable; run again where they are"
+            f"no pin could be checked: all {len(results)} unreachable"
+            + (f" or unchecked ({c['unchecked']})" if c["unchecked"] else "")
+            + "; run again where they are"
         )

@@ -22,6 +22,7 @@ import click
 from toolkit import __version__
 from toolkit.cli.common import (
     EPILOG,
+    HELP_OPTIONS,
     INTERRUPTED,
     EnvelopeGroup,
     _err,
@@ -66,7 +67,12 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(cls=EnvelopeGroup, epilog=EPILOG, environment=ENVIRONMENT)
+@click.group(
+    cls=EnvelopeGroup,
+    epilog=EPILOG,
+    environment=ENVIRONMENT,
+    context_settings={"help_option_names": HELP_OPTIONS},  # every subcommand's context inherits it
+)
 @click.option(
     "--version",
     is_flag=True,

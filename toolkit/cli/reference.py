@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from toolkit.cli.common import HELP_OPTIONS
 from toolkit.cli.main import cli
 
 HEADER = (
@@ -66,7 +67,13 @@ def render() -> str:
     (rendered at a fixed width of 100 columns so the file does not depend on the terminal)."""
     parts = [HEADER]
     for path, cmd in _walk(cli, ["toolkit"]):
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+        ctx = click.Context(
+            cmd,
+            info_name=" ".join(path),
+            terminal_width=100,
+            max_content_width=100,
+            help_option_names=HELP_OPTIONS,
+        )
         parts.append(f"\n## `{' '.join(path)}`\n\n```\n{cmd.get_help(ctx).rstrip()}\n```\n")
     return "".join(parts)
 

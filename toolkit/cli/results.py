@@ -120,7 +120,9 @@ def report(
     (prefill-heavy / latency-bound decode / mixed) that crowns no cell flagged by telemetry or above
     the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
-    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
+    root = _need_results_folder(
+        _results_root(matrix_path, results_dir), matrix_path, results_dir, named=False
+    )
     fmt = fmt or _named_format(output) or human_format(output)
     if (
         fmt in ("github", "text")
@@ -297,9 +299,11 @@ def _results_root(matrix_path: str, results_dir: str | None) -> Path:
     return Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
 
 
-def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) -> Path:
+def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None, *, named: bool) -> Path:
     """`root`; BadInput when the results folder does not exist: never "no results yet" from the wrong
-    folder, and never a page written there."""
+    folder, and never a page written there. A project's own results/ not made yet is nothing measured
+    yet, one state with an empty folder (docs/exit-codes.md): `root` for a command that shows what is
+    there (report: "no results yet", exit 0), BadInput for one `named` what to read (compare A B)."""
     from toolkit.results import fill_results, need_records_beside
 
     if not results_dir:
@@ -307,6 +311,8 @@ def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None) 
     if root.is_dir():
         return root
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
+        if not named:
+            return root
         raise BadInput(
             f"no results yet: {path_text(root)} does not exist (nothing was measured or imported in this project); "
             f"run {fill_results()}, or pass --results DIR"
@@ -431,7 +437,7 @@ def compare(
     from toolkit.analysis import compare_text
     from toolkit.results.records import ResultStore
 
-    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir)
+    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir, named=True)
     stores = [ResultStore(root), *([ResultStore(Path(against), read_only=True)] if against else [])]
     try:
         c = compare_mod.compare(

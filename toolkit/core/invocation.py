@@ -61,6 +61,13 @@ def again(name: str, *args: str) -> str:
     return command(name, *_OWN, *args)
 
 
+def matrix_file() -> Path:
+    """The matrix file this invocation works on: --matrix as given, else matrix.yaml (of the working
+    folder), as a suggested command reads it."""
+    given = _GIVEN.get("matrix")
+    return Path(given) if given else Path("matrix.yaml")
+
+
 def command(name: str, *args: str, matrix: Path | None = None, results: Path | None = None) -> str:
     """`toolkit [--engine E] NAME [--matrix M] [--results R] ARGS...`: the command line to suggest,
     quoted for a POSIX shell (text.shell_join: a path with spaces or a control character pastes as
@@ -74,8 +81,7 @@ def command(name: str, *args: str, matrix: Path | None = None, results: Path | N
         words += ["--engine", _GIVEN["engine"]]
     words.append(name)
     takes = TAKES.get(name, ())
-    given = _GIVEN.get("matrix")
-    matrix = matrix or (Path(given) if given else Path("matrix.yaml"))
+    matrix = matrix or matrix_file()
     results = results or Path(_GIVEN.get("results") or matrix.resolve().parent / "results")
     if matrix.resolve() == Path("matrix.yaml").resolve():
         matrix = None

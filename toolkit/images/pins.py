@@ -27,9 +27,10 @@ Status of each (STATUSES):
                digest still resolves); the index serves other bytes for a cached sdist
   missing      the digest, commit, ref, sdist, repository, revision or file is gone (or refused to us)
   unreachable  not checked: no answer from the registry / git host / index / Hub within `timeout`
-               (offline), or the Docker engine is down, or the engine is Podman (no registry
-               lookup: image pins only); the reason is on the row. A host that did not
-               answer once is not asked again in the same run.
+               (offline), or the Docker engine is down; the reason is on the row. A host that did
+               not answer once is not asked again in the same run.
+  unchecked    not checked here, by a known lack of this host, not a network failure: the engine is
+               Podman (no registry lookup: image pins only); the row says where it can be checked.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from toolkit.core.types import is_image_id
 from toolkit.matrix.api import HfFile, ImageSpec, LoadedMatrix, SourceSpec
 from toolkit.models.tiny import sha256_file
 
-STATUSES = ("ok", "moved", "missing", "unreachable")
+STATUSES = ("ok", "moved", "missing", "unreachable", "unchecked")
 BROKEN = ("moved", "missing")
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PYPI_JSON_LIMIT = 256 << 20  # a project page of the simple JSON API: a few MB for the largest projects
@@ -85,6 +86,11 @@ _MANIFEST_LISTS = (
 
 class Unreachable(Exception):
     """A lookup got no answer (network, timeout, engine down); str() is the reason."""
+
+
+class Unchecked(Exception):
+    """A lookup this host cannot make (a known lack: Podman has no registry lookup), asked of no one;
+    str() is the reason and where it can be made."""
 
 
 class Gone(Exception):
@@ -301,6 +307,8 @@ def check_pin(
         return check_model(pin, hosts, timeout, hf_endpoint)
     except Unreachable as err:
         return PinResult(pin, "unreachable", None, f"not checked: {err}")
+    except Unchecked as err:
+        return PinResult(pin, "unchecked", None, f"not checked here: {err}")
     except Gone as err:
         return PinResult(pin, "missing", None, str(err))
 
@@ -338,7 +346,7 @@ def split_image_ref(ref: str) -> tuple[str, str | None, str | None, str]:
 class DockerLookup:
     """The manifest digest a registry serves for a reference, through the Docker engine (distribution
     inspect: the same resolution `docker pull` does, with the engine's credentials and registry
-    settings). Raises Gone (404 / refused) or Unreachable (no answer, engine down)."""
+    settings). Raises Gone (404 / refused), Unreachable (no answer, engine down) or Unchecked (Podman)."""
 
     def __init__(self, timeout: float):
         self.timeout = timeout
@@ -348,7 +356,7 @@ class DockerLookup:
         from toolkit.engine import api as engine
 
         if engine.is_podman():  # its compat API answers 404 to every distribution inspect, asking no registry
-            raise Unreachable(
+            raise Unchecked(
                 "Podman has no registry lookup (Docker's distribution inspect); check image pins where "
                 "Docker runs, or one by one with `skopeo inspect docker://REF`"
             )
@@ -758,9 +766,11 @@ def format_pins(results: list[PinResult]) -> str:
         (r.status, r.pin.kind, _short(r.pin.ref), "; ".join(r.pin.where), _short(r.reason)) for r in results
     ]
     c = counts(results)
-    line = f"{len(results)} pins: " + ", ".join(f"{c[s]} {s}" for s in STATUSES)
+    line = f"{len(results)} pins: " + ", ".join(f"{c[s]} {s}" for s in STATUSES if c[s] or s != "unchecked")
     if c["unreachable"]:
         line += " (unreachable = not checked: no answer from where it lives; run again where it is reachable)"
+    if c["unchecked"]:
+        line += " (unchecked = not checked here: this host cannot look them up; each row says where to)"
     if broken(results):
         line += "; exit 10: a pin moved or is missing"
     table = (

@@ -399,9 +399,10 @@ def compare_records(
     recorded: list[BenchRecord], reproduced: list[BenchRecord], threshold: float
 ) -> list[ReproRow]:
     """One row per recorded ok test (newest per test identity), joined per image name with its re-run
-    by identity.match_tests, decode rows folded over the micro-batch as the report and compare fold
-    them (compare.fold_decode: a tg test measured at several ub whose tok/s agree within noise is one
-    row, `tg128`); noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %) as a margin of the
+    by identity.match_tests, decode rows folded over the micro-batch as the published run's report
+    folds them (compare.fold_decode judged on the recorded side: a tg test recorded at several ub whose
+    tok/s agree within noise is one row, `tg128`, its re-run the ub512 cell, however a busy re-run
+    spread its ubs: nc48 S9); noise = max(noise_band: 2 x sqrt(rsd_a^2 + rsd_b^2), threshold %) as a margin of the
     faster side over the slower (a slowdown's noise band / (1 + band): a band past 100 % no longer
     lets any slowdown reproduce)."""
 
@@ -419,7 +420,7 @@ def compare_records(
             *((x, y, None) for x, y in j.pairs),
             *((r, None, None) for r in j.only_a),
         ]
-        folded = fold_decode(j.pairs, j.only_a, j.only_b, ids)
+        folded = fold_decode(j.pairs, j.only_a, j.only_b, ids, judged="A")  # the published report's rows
         if folded:  # the decode rows as the report shows them (the label: None for the record's own)
             pairs = [p for p in pairs if p[0].axis != "decode"]
             pairs += [(row.fa.record, row.fb.record, row.test) for row in folded.rows]

@@ -244,7 +244,8 @@ def _published_image(
     lm: LoadedMatrix | None,
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
-    appends to `notes` when it was never pushed (reproduce then needs --rebuild) or is an import (no
+    appends to `notes` when it was never pushed (reproduce then needs --rebuild where no engine holds
+    it: another host; this one reproduces from its engine, nc48 S8) or is an import (no
     image), its `toolkit push` (push_hint: `where`'s matrix and results; --registry to fill where `lm`'s
     matrix names no `registry:`, or names the loopback one it went to: a push there again reaches no
     one else)."""
@@ -263,7 +264,8 @@ def _published_image(
             "" if lm and lm.m.registry else ","
         )
         notes.append(
-            f"image {name}@{digest[:19]} was never pushed: reproduce needs --rebuild (or run {run} and export again)"
+            f"image {name}@{digest[:19]} was never pushed: reproduce on another host (or on this one once its "
+            f"engine no longer holds the image) needs --rebuild (or run {run} and export again)"
         )
     elif not reachable_digests(repo):
         notes.append(

@@ -58,6 +58,9 @@ def results_near(root: Path) -> tuple[str, Path] | None:
     return None
 
 
+_NOTES = frozenset({"", ".md", ".txt", ".rst"})
+"""The suffixes of a user's notes a new results folder may hold beside its records (README, notes.txt)."""
+
 _LAYOUT = frozenset({"builds.jsonl", "hosts", "campaigns", "measure"})
 """What a results folder holds at its top besides the image folders (<digest12>/: records.ResultStore,
 _DIGEST_DIR): builds, campaigns' per-host folders and specs (toolkit.campaign.slurm), measure's rows."""
@@ -71,14 +74,16 @@ def foreign_file(root: Path) -> str | None:
     folder and fill with .index.sqlite, .lock and digest folders (nc47 S8). None where it holds a
     results layout, is an export-run folder (exported_run: read as results), or holds only hidden
     entries (.seq, .lock, .index.sqlite), report files (report.html, report.md: a report's --output)
-    and up to 2 files of the user's (a README, notes: brk47b, a new results folder made with its README
-    was refused). Names sorted: the same one named each time. OSError of the listing as os.scandir's."""
+    and up to 2 notes of the user's (a README, notes.txt: brk47b, a new results folder made with its
+    README was refused); any other file is no note (a folder of one model file, models/ holding a .gguf,
+    was taken as a new results folder: nc48 S7). Names sorted: the same one named each time. OSError of
+    the listing as os.scandir's."""
     with os.scandir(root) as entries:
         listed = sorted((e.name, e.is_dir()) for e in entries)
     if any(n in _LAYOUT or (d and _DIGEST_DIR.fullmatch(n)) for n, d in listed):  # the usual case: no glob
         return None
     others = [(n, d) for n, d in listed if not n.startswith((".", "report"))]
-    if len(others) < 3 and not any(d for _, d in others):
+    if len(others) < 3 and not any(d or Path(n).suffix.lower() not in _NOTES for n, d in others):
         return None
     return None if exported_run(root) or bench_files(root) else others[0][0]
 

@@ -648,13 +648,14 @@ class StoredImports:
 
 def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> ResultIndex:
     """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
-    it, or is a folder `toolkit export-run` wrote: a customer's folder, read, never written, or the user
-    has no index key; a damaged index file, or one holding a row this user's toolkit did not write
+    it, holds no record yet: a new folder, a dry run's, a folder of model files named by mistake got
+    .index.sqlite from a reader, nc48 S7, or is a folder `toolkit export-run` wrote: a customer's
+    folder, read, never written, or the user has no index key; a damaged index file, or one holding a row this user's toolkit did not write
     (index_trust.check), deleted and built again). With `hold`, an index file comes in the read
     transaction its check began (the caller's query reads what was checked, and commits)."""
     for attempt in (1, 2):
         try:
-            on_disk = not exported_run(store.root)
+            on_disk = bool(files) and not exported_run(store.root)
             idx = (
                 ResultIndex.open_file(store.root, owned=not store.read_only)
                 if on_disk
