@@ -36,7 +36,7 @@ import yaml
 from toolkit.bench.runners.base import model_file_here
 from toolkit.core import invocation, stats
 from toolkit.core.errors import BadInput
-from toolkit.matrix.api import BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
+from toolkit.matrix.api import MAX_AXIS_VALUE, MAX_COUNT, BenchAxes, ImageSpec, LoadedMatrix, ModelSpec
 from toolkit.results.records import BenchRecord, new_run_id
 
 KNOBS = ("n_ubatch", "n_batch", "threads", "flash_attn")
@@ -56,6 +56,13 @@ DEFAULT_VALUES: dict[str, list[int]] = {
     "n_batch": [512, 2048],
     "flash_attn": [0, 1],
 }
+KNOB_RANGE: dict[str, tuple[int, int]] = {
+    "n_ubatch": (1, MAX_AXIS_VALUE),
+    "n_batch": (1, MAX_AXIS_VALUE),
+    "threads": (1, MAX_COUNT),
+    "flash_attn": (-1, 1),  # llama-bench's -fa: -1 auto, 0 off, 1 on
+}
+"""The values a knob takes (--values), as matrix.yaml's bench axes take them (matrix schema)."""
 
 
 @dataclass(frozen=True)

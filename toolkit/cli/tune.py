@@ -204,15 +204,18 @@ def _search_space(
 ) -> dict[str, list[int]]:
     """{knob: values to try}: the knobs named (default: the axis's, tune.knob_values) with the values
     around the matrix's, each replaced by its `--values KNOB=V1,V2`. BadInput for a knob the axis does
-    not search, a value of a knob not searched, a value that is no integer, or none at least 1
-    (flash_attn: 0)."""
+    not search (also given by --values alone), a value of a knob not searched, a value that is no
+    integer, or one outside the knob's range (tune.KNOB_RANGE: flash_attn -1, 0, 1)."""
     from toolkit.bench import tune as tune_mod
-    from toolkit.matrix.api import MAX_AXIS_VALUE
 
     space = tune_mod.knob_values(spec, base, list(knobs), n, axis)
     for v in values:
         k, _, vals = v.partition("=")
         if k not in space:
+            try:  # a knob this axis or image refuses says so (--knob would be refused too)
+                tune_mod.knob_values(spec, base, [k], n, axis)
+            except BadInput as refused:
+                raise BadInput(f"--values {v!r}: {refused}") from None
             raise BadInput(
                 f"--values {v!r}: {k!r} is not a searched knob ({', '.join(space)}); add --knob {k}"
             )
@@ -220,12 +223,9 @@ def _search_space(
             space[k] = sorted({int(x) for x in vals.split(",") if x.strip()})
         except ValueError:
             raise BadInput(f"--values {v!r}: give integers, e.g. {k}=512,2048") from None
-        if not space[k] or min(space[k]) < (0 if k == "flash_attn" else 1):
-            raise BadInput(f"--values {v!r}: give at least one value >= 1")
-        if max(space[k]) > MAX_AXIS_VALUE:
-            raise BadInput(
-                f"--values {k}=...{max(space[k])}: at most {MAX_AXIS_VALUE} (the bench axes' limit)"
-            )
+        low, high = tune_mod.KNOB_RANGE[k]
+        if not space[k] or space[k][0] < low or space[k][-1] > high:
+            raise BadInput(f"--values {v!r}: {k} takes whole numbers from {low} to {high}")
     crossed = math.prod(len(x) for x in space.values())
     if crossed > tune_mod.MAX_CANDIDATES:
         raise BadInput(

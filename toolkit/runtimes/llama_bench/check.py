@@ -493,7 +493,7 @@ at most m x sqrt(n), reached where one rate holds all and the others are 0 (chec
 
 def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
     """validity.check_row's last step (`tokens` a repetition, avg_ts `ts`, avg_ns `ns`): a stddev_ts below 0
-    (`± -5` in -o md), or the measured fields against each other (llama-bench's samples_ts[i]
+    (`± -5` in -o md) or above 0 of one repetition (llama-bench writes 0), or the measured fields against each other (llama-bench's samples_ts[i]
     = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* = sample stddev, n - 1):
     avg_ts and stddev_ts against the per-repetition rates (samples_ts, else those of samples_ns:
     `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against samples_ns
@@ -507,7 +507,9 @@ def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: flo
     samples_ts = _numbers(fields.get("samples_ts"))
     samples_ns = _numbers(fields.get("samples_ns"))
     n = len(samples_ts or samples_ns or ()) or MAX_REPETITIONS
-    if sd is not None and ts is not None and ts * math.sqrt(n) < sd < math.inf:
+    if sd is not None and ts is not None and (ts * math.sqrt(n) if n > 1 else 0.0) < sd < math.inf:
+        if n == 1:  # llama-bench's stdev of one value is 0
+            return f"stddev_ts {sd:g} of 1 repetition (its samples hold one): one rate has no spread"
         some = f"{n} rates" if samples_ts or samples_ns else f"the rates of up to {n} repetitions"
         return (
             f"stddev_ts {sd:g} is more than avg_ts {ts:g} x sqrt({n}): {some}, none below 0, spread at most "
