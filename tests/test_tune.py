@@ -125,10 +125,11 @@ def test_tune_on_the_cpu_image_stores_trials_and_drops_a_clear_loser(tmp_path):
     trials = [r for r in store.results() if (r.model_extra or {}).get("tune")]
     session = trials[0].model_extra["tune"]["session"]
     answer = tune.best_setting(store.results(), session, ["n_ubatch"], tune.Candidate((("n_ubatch", 256),)))
-    assert answer.best.candidate.label() == "n_ubatch=256"  # the argmax of its own stored data
     from toolkit.analysis.tables import telemetry_flags
 
     busy = any(telemetry_flags(r) for r in trials)  # a lead on flagged trials crowns no default either
+    if not busy:  # on a busy host (load 6-9) ub1 once led: the host decided, and tune says so below
+        assert answer.best.candidate.label() == "n_ubatch=256"  # the argmax of its own stored data
     assert ("were flagged (" if busy else "best: the matrix default (n_ubatch=256)") in out, out
     # a clear loser by round 1's stored samples (every ub1 sample below ub256's worst) is dropped, and
     # only then: on a busy host (load 5-6) one slow ub256 sample overlaps ub1's best (fix48c)
