@@ -176,7 +176,7 @@ def bench(
         if as_json:
             echo_json(outcomes)
         else:
-            _print_bench(outcomes, store, opts.run_id, dry_run=dry_run)
+            _print_bench(outcomes, store, opts.run_id, dry_run=dry_run, resume=resume)
         _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
 
 
@@ -201,9 +201,11 @@ def _import_meanwhile(*modules: str) -> None:
     threading.Thread(target=load, daemon=True).start()
 
 
-def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
+def _print_bench(outcomes, store, run_id: str, *, dry_run: bool, resume: bool = False) -> None:
     """A dry run's line per (image, model) (a real run's were printed as each was known: the events'
-    `outcome`), then the tables of this run's records and where they are stored."""
+    `outcome`), then the tables of this run's records and where they are stored; with `resume`, that the
+    cases measured before are not in them, and the report that shows them all (nc48b S5: a resumed run's
+    8 rows read as the sweep's 10)."""
     for o in outcomes if dry_run else ():
         click.echo(o.line())
     # this run's records as stored, through the query index: reading the digest's whole history
@@ -219,6 +221,11 @@ def _print_bench(outcomes, store, run_id: str, *, dry_run: bool) -> None:
         click.echo(report_mod.render(ran, summary_format()))
         paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
         click.echo(f"\nrun {run_id}: results in {', '.join(paths)}")
+        if resume:
+            click.echo(
+                "--resume: the cases measured before by earlier runs are not in these tables; "
+                f"`{invocation.command('report')}` shows them beside these"
+            )
 
 
 def summary_format(stream: Any = None) -> str:
