@@ -26,7 +26,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,6 +204,14 @@ def case_axes(base: BenchAxes, axis: str, tokens: int, c: Candidate, repetitions
     return base.model_copy(update=upd)
 
 
+def by_setting(records: Iterable[BenchRecord], knobs: list[str]) -> dict[Candidate, list[BenchRecord]]:
+    """{setting: its records} of trial `records`, each by the setting it stored (setting_of)."""
+    groups: dict[Candidate, list[BenchRecord]] = {}
+    for r in records:
+        groups.setdefault(setting_of(r, knobs), []).append(r)
+    return groups
+
+
 def setting_of(r: BenchRecord, knobs: list[str]) -> Candidate:
     """The setting of `knobs` (names of KNOBS) stored trial `r` measured, read back from the record (not
     from memory): threads as llama-bench recorded them (n_threads), the others as record fields; a knob
@@ -248,9 +256,7 @@ def best_setting(
     axis, name = mine[0].axis, mine[0].test
     if test is None and len(tests := list(dict.fromkeys(r.test for r in mine))) > 1:
         raise BadInput(f"tune session {session}: its trials measured {', '.join(tests)}: name the tuned test")
-    groups: dict[Candidate, list[BenchRecord]] = {}
-    for r in mine:
-        groups.setdefault(setting_of(r, knobs), []).append(r)
+    groups = by_setting(mine, knobs)
     res = TuneResult(session, axis, name, [_evidence(c, rs) for c, rs in groups.items()])
     res.ranking.sort(key=lambda e: (survivors is not None and e.candidate not in survivors, -e.median))
     marked = [r for r in mine if (r.model_extra or {})["tune"].get("default")]

@@ -18,7 +18,16 @@ import re
 import statistics
 from pathlib import Path
 
-from toolkit.bench.tune import Candidate, Evidence, TunedTest, TuneResult, best_setting, held, setting_of
+from toolkit.bench.tune import (
+    Candidate,
+    Evidence,
+    TunedTest,
+    TuneResult,
+    best_setting,
+    by_setting,
+    held,
+    setting_of,
+)
 from toolkit.core import stats
 from toolkit.core.errors import BadInput
 from toolkit.results.records import BenchRecord
@@ -93,10 +102,7 @@ def _undecided(res: TuneResult, mine: list[BenchRecord], knobs: list[str]) -> st
     is proposed, or is the default ahead beyond the noise at a depth."""
     from toolkit.analysis.tables import ReportOptions, noise_band, slowdown_noise
 
-    groups: dict[Candidate, list[BenchRecord]] = {}
-    for r in mine:
-        if r.status == "ok":
-            groups.setdefault(setting_of(r, knobs), []).append(r)
+    groups = by_setting((r for r in mine if r.status == "ok"), knobs)
     best, dflt, other = res.best, res.default, res.rival
     if (why := held(res, groups)) or best is None or dflt is None or other is None:
         return why

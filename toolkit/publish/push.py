@@ -347,10 +347,8 @@ def push_images(
         raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
     specs = lm.select_images(names)
     pushed = [spec.name for spec in specs] or ["x"]
-    reg = (
-        parse_registry(registry, "--registry", pushed)
-        if registry
-        else parse_registry(lm.m.registry or "", f"{lm.path}: registry", pushed)
+    reg = parse_registry(
+        registry or lm.m.registry or "", "--registry" if registry else f"{lm.path}: registry", pushed
     )
     out = []
     for spec in specs:
