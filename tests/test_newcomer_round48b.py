@@ -88,3 +88,26 @@ def test_a_row_of_one_repetition_with_a_spread_is_refused_by_import(tmp_path, mo
     assert "stddev_ts 500 of 1 repetition" in str(refused.exception)
     kept = CliRunner().invoke(cli, ["import", "none.jsonl", "--label", "bare"])  # what llama-bench writes
     assert kept.exit_code == 0 and "imported 1 result" in kept.output, kept.output
+
+
+def test_a_resumed_bench_says_its_tables_leave_out_the_cases_measured_before_only_where_some_were(
+    tmp_path, capsys
+):
+    """nc48b S5: a resumed bench's closing tables hold its own run's rows (8 of the sweep's 10): it says
+    so, naming the report that shows them all, where an earlier run stored an ok record of the same
+    image digest + model; a --resume that found nothing measured before says nothing of it."""
+    from tests.support.records import make_record
+    from toolkit.cli.bench import _print_bench
+    from toolkit.results.records import ResultStore
+
+    note = "--resume: the cases measured before by earlier runs are not in these tables"
+    store = ResultStore(tmp_path / "r")
+    store.add_result(make_record("cpu", "cpu", p=512, avg=2400.0, run_id="run-b"))
+    _print_bench([], store, "run-b", dry_run=False, resume=True)
+    assert note not in capsys.readouterr().out  # nothing earlier: the claim would be false
+    store.add_result(make_record("cpu", "cpu", p=2048, avg=2300.0, run_id="run-a"))
+    _print_bench([], store, "run-b", dry_run=False, resume=True)
+    out = capsys.readouterr().out
+    assert note in out and "`toolkit report` shows them beside these" in out, out
+    _print_bench([], store, "run-b", dry_run=False, resume=False)
+    assert note not in capsys.readouterr().out

@@ -203,8 +203,9 @@ def _import_meanwhile(*modules: str) -> None:
 
 def _print_bench(outcomes, store, run_id: str, *, dry_run: bool, resume: bool = False) -> None:
     """A dry run's line per (image, model) (a real run's were printed as each was known: the events'
-    `outcome`), then the tables of this run's records and where they are stored; with `resume`, that the
-    cases measured before are not in them, and the report that shows them all (nc48b S5: a resumed run's
+    `outcome`), then the tables of this run's records and where they are stored; with `resume`, where an
+    earlier run measured the same image digest + model (_measured_before), that the cases measured
+    before are not in them, and the report that shows them all (nc48b S5: a resumed run's
     8 rows read as the sweep's 10)."""
     for o in outcomes if dry_run else ():
         click.echo(o.line())
@@ -221,11 +222,23 @@ def _print_bench(outcomes, store, run_id: str, *, dry_run: bool, resume: bool = 
         click.echo(report_mod.render(ran, summary_format()))
         paths = sorted({str(store.digest_dir(r.image.digest) / "bench.jsonl") for r in ran})
         click.echo(f"\nrun {run_id}: results in {', '.join(paths)}")
-        if resume:
+        if resume and _measured_before(store, run_id, ran):
             click.echo(
                 "--resume: the cases measured before by earlier runs are not in these tables; "
                 f"`{invocation.command('report')}` shows them beside these"
             )
+
+
+def _measured_before(store, run_id: str, ran: list) -> bool:
+    """Whether an earlier run stored an ok record of an image digest + model this run measured (`ran`):
+    cases --resume left out, which this run's tables do not hold."""
+    from toolkit.results import index as resultindex
+
+    mine = {(r.image.digest, r.model.name) for r in ran}
+    return any(
+        h.run_id != run_id and (h.image.digest, h.model_name) in mine
+        for h in resultindex.heads(store, digests=sorted({d for d, _ in mine}), ok_only=True)
+    )
 
 
 def summary_format(stream: Any = None) -> str:
