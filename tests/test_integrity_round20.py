@@ -176,8 +176,7 @@ def test_a_cell_of_several_processes_keeps_every_processs_checked_flags():
     process's flags are held to its own telemetry, then joined; the combined record (which keeps only
     the newest block) is not held again to that block alone."""
     from tests.support.records import make_record
-    from toolkit.analysis.facts import stored_flags
-    from toolkit.results.identity import combine_runs
+    from toolkit.results.identity import combine_runs, shown_flags
 
     busy, idle = h200_rows("contended.jsonl")[0], h200_rows("alone.jsonl")[0]
 
@@ -198,12 +197,12 @@ def test_a_cell_of_several_processes_keeps_every_processs_checked_flags():
 
     recs = [process(busy, 1, busy["toolkit_flags"]), process(idle, 2, []), process(idle, 3, [])]
     combined = combine_runs(recs)
-    shown = stored_flags(combined)
+    shown = shown_flags(combined)
     assert "throttled:sw-power-cap" in shown and "gpu-shared" in shown, shown
     assert not [f for f in shown if f.startswith("flag-unsupported")], shown
     # a flag no process's block supports is still told as such, once
     recs[1] = process(idle, 2, ["host-busy"])
-    shown = stored_flags(combine_runs(recs))
+    shown = shown_flags(combine_runs(recs))
     assert "flag-unsupported:host-busy" in shown, shown
 
 

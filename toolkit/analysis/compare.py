@@ -92,11 +92,10 @@ class CompareRow:
     @property
     def noise(self) -> float:
         """The slowdown 1 - B/A its noise can explain (a fraction, below 1): the margin A/B - 1 that
-        margin_band asks of A over B (the intervals apart where both sides carry one, else twice the
-        combined relative stddev; unknown stddev counts 0), said as a slowdown, as gain_noise is the
-        same rule said as a gain. The band held against 1 - B/A itself could pass 100 % (a side's
-        relative stddev above ~50 %): no slowdown, however large, was then a regression. 1 where the
-        band is infinite (a stddev that overflows), not inf / inf = NaN."""
+        margin_band asks of A over B (the intervals apart where both sides carry one, else twice the combined
+        relative stddev; unknown stddev counts 0), said as a slowdown (gain_noise: the same rule said as a
+        gain), so it never passes 100 %. 1 where the band is infinite (a stddev that overflows), not inf / inf
+        = NaN."""
         return slowdown_noise(margin_band(self.fa, self.fb))
 
     @property
@@ -244,15 +243,12 @@ def _unresolved(store: ResultStore, ref: str, digests: list[str], results: str |
 
 
 def _unmeasured_hint(store: ResultStore, ref: str, measured: set[str], results: str | None = None) -> str:
-    """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok
-    result here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build
-    of it is recorded), first the names a typo of it would be, measured or of the matrix (`cpuu`: did
-    you mean 'cpu'?, and then no build or bench of `cpuu` is offered; not a name holding it: `vulkan`
-    is no typo of vulkan-mesa-trixie); a command only for an image of the matrix (`nosuch` is named
-    as none, fix48c S6: its build was offered and refused as no image); '' otherwise. The commands carry
-    `--results` where it was given (`results`, as typed: bench writes results/ beside the matrix
-    otherwise, and compare of that folder finds the image no more than before; B's --against folder for
-    B), with the engine and matrix given (invocation.command)."""
+    """Where `ref` reads as an image name (not hex digits, not a run id's start): that image has no ok result
+    here, and how to measure it (`toolkit bench -i`, after `toolkit build -i` where no build of it is
+    recorded), first the names a typo of it would be, measured or of the matrix (`cpuu`: did you mean 'cpu'?,
+    and then no build or bench of `cpuu` is offered; not a name holding it); a command only for an image of
+    the matrix; '' otherwise. The commands carry `--results` where it was given (`results`, as typed; B's
+    --against folder for B), with the engine and matrix given (invocation.command)."""
     if not re.fullmatch(r"[A-Za-z][\w.-]*", ref) or re.fullmatch(r"[0-9a-fA-F]+", ref):
         return ""
     import difflib  # the error path only
@@ -447,12 +443,10 @@ UNKNOWN_MODEL_FIX = (
 def _resolve_sides(
     store: ResultStore, a_ref: str, b_ref: str, b_store: ResultStore | None = None, results: str | None = None
 ) -> tuple[Side, Side]:
-    """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are
-    read, whatever the folder holds), then read as records (the index rebuilt once if stale); B from
-    `b_store` when given (a second results folder), else from `store`. BadInput when a ref names no
-    side (A's error first; the commands it suggests name `store` as --results `results`, as typed);
-    BadInput for an empty ref (a script's unset variable: every digest starts with '', so it named the
-    only image stored)."""
+    """Both sides found and chosen in SQL (_pick, resultindex.sides: only the records a side needs are read),
+    then read as records (the index rebuilt once if stale); B from `b_store` when given (a second results
+    folder), else from `store`. BadInput when a ref names no side (A's error first; the commands it suggests
+    name `store` as --results `results`, as typed), or is empty (every digest starts with '')."""
     for name, ref in (("A", a_ref), ("B", b_ref)):
         if not ref:
             raise BadInput(
@@ -596,11 +590,9 @@ _MODEL_FIELDS = ("model_type", "model_n_params", "model_size")
 
 def _models_apart(j: identity.Join) -> str:
     """How the two sides' models differ, field by field, as the join compares them
-    (identity.model_fingerprint: llama-bench's model_type, model_n_params and model_size as its -o md
-    prints them, else the model's name; a shape twin's kind): `model_n_params A 0.79 M, B 0.80 M`.
-    Two models that read alike (`tiny-qwen3moe`, imported as `tiny-qwen3moe.gguf`; or one file name on
-    both sides) said nothing of why they are two, or showed the fingerprint as a Python tuple: a
-    hand-written import's parameter count was the difference. '' where no field alone tells them apart."""
+    (identity.model_fingerprint: llama-bench's model_type, model_n_params and model_size as its -o md prints
+    them, else the model's name; a shape twin's kind): `model_n_params A 0.79 M, B 0.80 M`. '' where no field
+    alone tells them apart."""
 
     def fields(r: BenchRecord) -> dict[str, str]:
         fp = identity.model_fingerprint(r)
@@ -679,15 +671,12 @@ def compare(
 ) -> Comparison:
     """Join the newest ok result per test of A and of B (identity.match_tests); speedup = B ÷ A.
 
-    Raises BadInput when A and B are the same records (nothing is compared), or when the two sides
-    have no test in common, naming the fields whose values keep
-    them apart (a CI gate must not pass on an empty comparison). `ignore`: test fields to leave out of
-    the join on purpose (e.g. `n_threads` across two hosts); they are shown as per-side settings.
-    Tests whose model is unknown are joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX).
-    `b_store`: read B from this second results folder (A from `store`). `results`: --results as typed,
-    for the commands the errors of a ref naming nothing and of A and B the same records suggest (None:
-    not given).
-    """
+    Raises BadInput when A and B are the same records, or when the two sides have no test in common, naming
+    the fields whose values keep them apart (a CI gate must not pass on an empty comparison). `ignore`: test
+    fields to leave out of the join on purpose (shown as per-side settings). Tests whose model is unknown are
+    joined with nothing unless `same_model` (UNKNOWN_MODEL_FIX). `b_store`: read B from this second results
+    folder (A from `store`). `results`: --results as typed, for the commands the errors suggest (None: not
+    given)."""
     if threshold < 0:
         raise BadInput(f"--threshold {threshold}: must be a percentage >= 0")
     a, b = _resolve_sides(store, a_ref, b_ref, b_store, results)

@@ -20,7 +20,7 @@ from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
 from toolkit.results import identity
 from toolkit.results.flag_claims import concurrent_problem, without_unsupported
-from toolkit.results.identity import value
+from toolkit.results.identity import shown_flags, value
 from toolkit.results.index import Head
 from toolkit.results.records import IMPORTED, BenchRecord, imported
 from toolkit.results.telemetry_check import energy_rule
@@ -90,11 +90,9 @@ def rel_stddev(r: BenchRecord) -> float | None:
 
 
 def noise_rsd(f: Facts) -> float | None:
-    """The relative spread the `noisy` flag is judged by: the stated stddev over the cell's value
-    (Facts.rsd), else, where the record states none, the sample stddev of its samples_ts (>= 2 finite
-    ones) over that value: a llama-bench row imported with its samples but no stddev_ts (samples
-    100, 100, 100, 100, 1000 t/s: a cell of 280 t/s, five times its median, shown unflagged); None
-    when neither is known."""
+    """The relative spread the `noisy` flag is judged by: the stated stddev over the cell's value (Facts.rsd),
+    else the sample stddev of its samples_ts (>= 2 finite ones) over that value; None when neither is known.
+    """
     if f.rsd is not None or not f.value:
         return f.rsd
     xs = [x for x in f.record.samples_ts if math.isfinite(x)]
@@ -217,23 +215,17 @@ def local_date(r: BenchRecord) -> str | None:
 
 def warmup_outlier(r: BenchRecord) -> bool:
     """A process's first sample > 10 % below the median of its others and below their range by more
-    than their spread (>= 3 samples; a faster first sample is none): a warm-up effect (the H200 pp512 case: 8,999 vs 12,840/12,851
-    t/s). Judged per process (process_samples): pooled, the other processes' warm-ups widen the range
-    and hide every one of them (the H200 3-process pp512: 8,539 / 8,018 / 9,502 beside ~13,950)."""
+    than their spread (>= 3 samples; a faster first sample is none): a warm-up effect. Judged per
+    process (process_samples): pooled, the other processes' warm-ups widen the range and hide every one
+    of them."""
     return any(_first_is_outlier(xs) for xs in process_samples(r))
 
 
-def stored_flags(r: BenchRecord) -> list[str]:
-    """The flags a reader shows for `r` (identity.shown_flags: as stored, its telemetry flags held to
-    its own telemetry block)."""
-    return identity.shown_flags(r)
-
-
 def telemetry_flags(r: BenchRecord, stored: list[str] | None = None) -> list[str]:
-    """The flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...) of stored_flags
+    """The flags of TELEMETRY_VERDICT_FLAGS (`gpu-shared`, `throttled:sw-power-cap`, ...) of identity.shown_flags
     (held to the record's telemetry; `stored`: those, where the caller has them), in stored order: what
     made the system's state during the test not the card's alone."""
-    flags = stored_flags(r) if stored is None else stored
+    flags = shown_flags(r) if stored is None else stored
     return [f for f in dict.fromkeys(flags) if f.split(":", 1)[0] in TELEMETRY_VERDICT_FLAGS]
 
 
@@ -301,14 +293,13 @@ class Energy:
 
 
 def energy(r: BenchRecord) -> Energy | None:
-    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive
-    finite number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry
-    (schema 1, imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU
-    shared with another process (`gpu-shared`: the board's energy counts that process's work too; on
-    the H200 case 7.6-9.4 tok/J beside another tenant vs 30.7-43.7 alone). Never a number from an
-    invalid window: tok/J is tokens / joules of the window, as window_summary computed it."""
+    """The record's energy when its telemetry says it is valid (every GPU's energy valid, a positive finite
+    number of joules and of tokens) and it is the benchmark's; None otherwise: no telemetry (schema 1,
+    imports, CPU images), invalid (its `energy-invalid:<reason>` flag says why), or a GPU shared with another
+    process (`gpu-shared`: the board's energy counts that process's work too). tok/J is tokens / joules of the
+    window, as window_summary computed it."""
     t = r.telemetry
-    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in stored_flags(r):
+    if not isinstance(t, dict) or t.get("energy_valid") is not True or "gpu-shared" in shown_flags(r):
         return None
     if energy_rule_broken(r):
         return None
@@ -387,7 +378,7 @@ class Facts:
     `ci` the 95 % interval over process means (interval; None: unknown, fewer than 3 processes),
     `processes` how many process means the value is the mean of (1: a single process),
     `energy` (None: not valid), `cpu_fallback`, `ub_clamped` (the effective micro-batch when clamped),
-    `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored, held to its telemetry: stored_flags), `roof` (roofline, None: no known
+    `warmup_outlier`, `stored_flags` / `telemetry_flags` (as stored, held to its telemetry: identity.shown_flags), `roof` (roofline, None: no known
     GPU), `flags` (record_flags against that roofline; neighbours' flags are the table's), `held_flags`
     (those of `flags` in HELD_FLAGS: telemetry and above-peak flags, what holds the cell out of the
     row's best, the verdict and compare's counts); and what the
@@ -436,7 +427,7 @@ class Facts:
         a = assess(r)
         roof = a.roofline
         gpu = r.image.backend != "cpu" and not is_software_gpu(r)
-        stored = stored_flags(r)  # held to its telemetry once
+        stored = shown_flags(r)  # held to its telemetry once
         span, undated = measured_times(r)
         f = cls(
             r,

@@ -40,14 +40,13 @@ built before the label): `ROCm version not recorded`, never silence beside anoth
 
 @dataclass
 class Provenance:
-    """models: `name (file, sha256 12, size, llama-bench's model_type)`, one per model (name, sha256, size, type); dates: (first, last) measurement time
-    ("YYYY-MM-DD HH:MM:SS", UTC); local: (count, first, last) of the imported vLLM results whose time
-    is their host's local time, zone not recorded (their `date`); undated: (first, last) import time of the imported records that carry no
-    measurement time (a markdown table, an old -o sql row: their `created` is when they were imported,
-    not measured), with their count; hosts: one line per
-    host (OS, kernel, CPU, GPU and driver); images: one line per image label (digest, backend, runtime
-    commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version, and the correctness
-    canary's result: canary_text). Empty lists where the records say nothing."""
+    """models: `name (file, sha256 12, size, llama-bench's model_type)`, one per model; dates: (first, last)
+    measurement time ("YYYY-MM-DD HH:MM:SS", UTC); local: (count, first, last) of the imported vLLM results
+    whose time is their host's local time, zone not recorded (their `date`); undated: (first, last) import
+    time of the imported records that carry no measurement time (a markdown table, an old -o sql row), with
+    their count; hosts: one line per host (OS, kernel, CPU, GPU and driver); images: one line per image label
+    (digest, backend, runtime commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version, and
+    the correctness canary's result: canary_text). Empty lists where the records say nothing."""
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None
@@ -366,13 +365,11 @@ def _toolkit_words(built: str | None, records: list[BenchRecord]) -> str | None:
 
 
 def canary_text(c: Any, controls: Mapping[tuple[str, str, str, str], float] | None = None) -> str | None:
-    """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record),
-    as the report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU
-    control)`, `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or
-    `unchecked: <reason>` (a stored result that contradicts itself, canary_check.canary_problem, or
-    that names a control whose stored result in `controls` says another PPL, control_problem, too:
-    never a pass); None when there is none (SGLang, `bench.canary: false`, a record
-    from before the canary) or it is not an object."""
+    """The correctness canary a record carries (`canary`: toolkit.bench.canary.CanaryResult.record), as the
+    report says it: `PPL 535.877 (cpu control 535.877, within 0.0048 %)`, `PPL 535.877 (the CPU control)`,
+    `PPL 535.9 (no CPU control: only checked to be finite)`, `wrong output: <reason>` or `unchecked: <reason>`
+    (a stored result that contradicts itself, canary_check.canary_problem, or whose control in `controls` says
+    another PPL, control_problem: never a pass); None when there is none or it is not an object."""
     if not isinstance(c, dict):
         return None
     status, reason = str(c.get("status") or ""), _text(c.get("reason"), 4 * TEXT_MAX) or "no reason recorded"

@@ -148,19 +148,18 @@ def render(
     width: int | None = None,
     controls: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """Render tables, flags and verdict as `github` (markdown), `text` (a terminal's: every line at
-    most `width` columns, default the terminal's, shutil.get_terminal_size), `csv`, `json` or `html`: the
-    verdict first, then what was measured (provenance: model, dates, host, GPU, builds), then the
-    tables (and on the html page the plots). `title` heads the page (default: the model(s) measured).
+    """Render tables, flags and verdict as `github` (markdown), `text` (a terminal's: every line at most
+    `width` columns, default shutil.get_terminal_size), `csv`, `json` or `html`: the verdict first, then what
+    was measured (provenance: model, dates, host, GPU, builds), then the tables (and on the html page the
+    plots). `title` heads the page (default: the model(s) measured).
 
-    Every format states how many records it read, used and superseded (`refused`: records the
-    store's reader could not use, counted by ResultStore.results). `results_root`: the results folder
-    the records were read from; the html page plots power and clocks of each run shown from the raw
-    traces kept there (plots.telemetry_figures). `controls`: the canary results stored beside the
-    records (results.canary_check.stored_canaries), whose CPU control a shown canary is compared with
-    when the control's records are not shown. `drawn`: the html page's plots, drawn before
-    (plots.draw), else drawn here. `shown`: the records' selection under `opts` (Shown.of), made
-    here when None."""
+    Every format states how many records it read, used and superseded (`refused`: records the store's reader
+    could not use). `results_root`: the results folder the records were read from (the html page plots each
+    shown run's power and clocks from the raw traces kept there: plots.telemetry_figures). `controls`: the
+    canary results stored beside the records (results.canary_check.stored_canaries), whose CPU control a shown
+    canary is compared with when the control's records are not shown. `drawn`: the html page's plots
+    (plots.draw), else drawn here. `shown`: the records' selection under `opts` (Shown.of), made here when
+    None."""
     opts = opts or ReportOptions()
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
@@ -204,14 +203,12 @@ def render(
 
 def json_text(doc: dict[str, Any]) -> str:
     """`doc` (texts, numbers, None, lists, tuples, dicts with text keys) as json.dumps(doc, indent=2,
-    allow_nan=False) writes it (ValueError on a NaN or an infinity, as it), but for some floats'
-    spelling (2.5e-7 where json.dumps writes 2.5e-07: the same float read back). Written by
-    pydantic_core's encoder (Rust; the standard library's is pure Python once indented: 0.08 s where
-    it took 0.66 s for a 10,000-record report), then what it writes raw and json.dumps escapes (DEL
-    and non-ASCII characters, only ever inside strings) escaped by json's own escaper. json.dumps
-    writes it where pydantic_core would differ in content: a NaN or an infinity (it writes NaN /
-    Infinity; also any text holding those words), a lone surrogate or a type it refuses, a
-    pydantic_core without `inf_nan_mode`."""
+    allow_nan=False) writes it (ValueError on a NaN or an infinity, as it), but for some floats' spelling
+    (2.5e-7 where json.dumps writes 2.5e-07: the same float read back). Written by pydantic_core's encoder
+    (faster than the standard library's once indented), then DEL and non-ASCII characters escaped by json's
+    own escaper. json.dumps writes it where pydantic_core would differ in content: a NaN or an infinity (also
+    any text holding those words), a lone surrogate or a type it refuses, a pydantic_core without
+    `inf_nan_mode`."""
     try:
         out = to_json(doc, indent=2, inf_nan_mode="constants")
     except (ValueError, TypeError):  # PydanticSerializationError is a ValueError
@@ -482,12 +479,10 @@ def _host_cell(h: dict, cpu_info: Any = None) -> str:
 
 
 def _inert_cell(v: Any) -> Any:
-    """A csv cell a spreadsheet will not run: text whose first character after any whitespace (tab,
-    CR, LF, spaces) is one that starts a formula (_FORMULA_START: a model name `=HYPERLINK(...)` from an
-    imported file, a full-width `=`, a line feed then `=`) gets a leading `'`, as OWASP's CSV injection advice gives
-    (owasp.org/www-community/attacks/CSV_Injection). Controls are stripped first (strip_controls, as the
-    whole text is after rendering): a BEL then `=1+1` is judged as the `=1+1` a reader is given. Numbers are
-    left as they are."""
+    """A csv cell a spreadsheet will not run: text whose first character after any whitespace is one that
+    starts a formula (_FORMULA_START, full-width forms included) gets a leading `'`, as OWASP's CSV injection
+    advice gives (owasp.org/www-community/attacks/CSV_Injection). Controls are stripped first (strip_controls,
+    as the whole text is after rendering). Numbers are left as they are."""
     if not isinstance(v, str):
         return v
     v = strip_controls(v)
@@ -683,16 +678,12 @@ def publish(
     results_root: Path | None = None,
     title: str | None = None,
 ) -> tuple[str | None, list[Path], list[str]]:
-    """Render the report: (text for stdout or None when written to `output`, every file written,
-    notes on plots not drawn: too big to read, a run without its trace; plots.draw).
-
-    The report goes to `output` when given (atomic write); plots go as PNG files to `plots_dir`, by
-    default `<output stem>-plots/` beside an html report. `results_root`: where the records were
-    read, for the runs' telemetry traces and the stored canary controls (render); below it no file or folder is written through a
-    link (toolkit.results.write_atomic: BadInput, exit 4, naming the link). The text, returned or
-    written, has every terminal control sequence stripped (strip_controls), whatever the format; a
-    file ends with a newline.
-    """
+    """Render the report: (text for stdout or None when written to `output`, every file written, notes on
+    plots not drawn: too big to read, a run without its trace; plots.draw). The report goes to `output` when
+    given (atomic write); plots go as PNG files to `plots_dir`, by default `<output stem>-plots/` beside an
+    html report. `results_root`: where the records were read (render); below it no file or folder is written
+    through a link (toolkit.results.write_atomic: BadInput, exit 4). The text, returned or written, has every
+    terminal control sequence stripped (strip_controls); a file ends with a newline."""
     if output is not None and plots_dir is None and fmt == "html":
         plots_dir = Path(output).parent / f"{Path(output).stem}-plots"
     drawn = None

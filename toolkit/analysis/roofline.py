@@ -8,12 +8,11 @@ at the short contexts llama-bench uses), so the figure is a slight underestimate
 prefill (pp): every prompt token costs ~2 FLOPs per active parameter (one multiply-add), so
     implied FLOP/s = tok/s x 2 x active params
 and `% of compute bound` = implied / peak dense FP16 matrix FLOP/s. Attention FLOPs are left out
-(they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle (an
-int8 peak of 2x on the R9700 and the H200), yet measured prefill sits at 1-5 % of the FP16 peak.
+(they grow with the prompt); llama.cpp's int8 MMQ path can exceed the FP16 rate in principle.
 
-Above the ceiling (`ceiling`: every used card's peak summed, any split) a fraction > 1 is no
-measurement: facts._flags says bw-above-peak (decode) or compute-above-peak (prefill), one rule for
-both metrics, and the cell is held out of the row's best, the verdict and compare (Facts.held_flags).
+Above the ceiling (`ceiling`: every used card's peak summed, any split) a fraction > 1 is no measurement:
+facts._flags says bw-above-peak (decode) or compute-above-peak (prefill), and the cell is held out of the
+row's best, the verdict and compare (Facts.held_flags).
 
 Active share of a mixture-of-experts model (only the routed experts are read per token), in order:
   1. the GGUF file the record names, when its header is readable within toolkit/models/gguf_meta.py's
@@ -24,28 +23,12 @@ Active share of a mixture-of-experts model (only the routed experts are read per
   3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
   4. a model type without an MoE marker counts as dense (share 1).
 
-The yardstick is the exact GPU PRODUCT (toolkit/core/gpuspecs.py), never a gfx arch: an RX 9070 GRE
-(gfx1201, 432 GB/s) is not judged against the R9700 (gfx1201, 640 GB/s); an H200 import gets the
-H200's figures. The product comes from the record's gpu_info (llama-bench's device descriptions,
-matched exactly), or, where gpu_info gives only a generic name ("AMD Radeon Graphics") or none
-(vLLM), from the PCI ids of the GPUs the container was given (the record's device profile, or the
-`--device` render nodes of its docker command, looked up in its host facts). A product without
-figures gets no roofline, with a note saying so.
-
-How many GPUs a run used (gpu_use): llama-bench uses every GPU device it sees unless `-dev` names
-some or `-sm none` keeps it to main_gpu (pinned source: src/llama.cpp, llama_model_load); the
-devices it sees are gpu_info's entries (tools/llama-bench/llama-bench.cpp get_gpu_info). vLLM uses
-tensor_parallel_size x pipeline_parallel_size GPUs (1 unless set). Several GPUs:
-  - split row / tensor, vLLM tensor parallel: the cards work on every layer at once, so the bound is
-    the SUM of their peaks (N x one card's) -- `Roofline.gpu` is then that aggregate ("2 x ...");
-  - split layer (llama.cpp's default) or pipeline parallel: the cards take turns on each token
-    (decode) and overlap only partly (prefill pipelining), so the bound lies between one card's peak
-    and N x; neither is the yardstick, and the record gets no roofline, with a note.
-A multi-GPU run is never held against one card's peak. CPU runs and software Vulkan devices
-(llvmpipe/lavapipe) get no roofline, nor does a run that kept part of the weights in host memory for
-the CPU (`--n-cpu-moe N`, `-ot exps=CPU`: weights_on_host), whose token time is the GPU's part plus the
-CPU's; its ceiling (every weight on the GPUs) still bounds it.
-"""
+The yardstick is the exact GPU PRODUCT (toolkit/core/gpuspecs.py, from gpu_info or the passed cards' PCI ids),
+never a gfx arch; how many GPUs a run used is gpu_use; a multi-GPU run is never held against one card's peak:
+docs/running.md, "GPUs: which ones a run gets, and the roofline yardstick". A product without figures, a
+split-layer or pipeline-parallel run, a CPU run, a software Vulkan device (llvmpipe/lavapipe) and a run that
+kept part of the weights in host memory for the CPU (`--n-cpu-moe N`, `-ot exps=CPU`: weights_on_host) get no
+roofline, with a note (weights_on_host: its ceiling, every weight on the GPUs, still bounds it)."""
 
 from __future__ import annotations
 

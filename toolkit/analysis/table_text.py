@@ -412,11 +412,10 @@ def _wcswidth(x: str) -> int:
 
 
 def _simple_widths(headers: list[str], body: list[list[str]]) -> list[int] | None:
-    """Each column's width in _grid (tabulate's `simple`: its longest cell, stripped, at least its
-    header + 2), so a grid's longest line is their sum + 2 per gap without drawing it (a 10,000-record
-    report drew ~4,000 grids to fit its 1,667 image columns); None unless every string is printable
-    and as wide as it is long (ASCII, `±`: wcwidth measures it, as tabulate does): anything else (a
-    wide or zero-width character, a control, a line break) is measured on the drawn grid."""
+    """Each column's width in _grid (tabulate's `simple`: its longest cell, stripped, at least its header +
+    2), so a grid's longest line is their sum + 2 per gap without drawing it; None unless every string is
+    printable and as wide as it is long (ASCII, `±`: wcwidth measures it, as tabulate does): anything else is
+    measured on the drawn grid."""
     odd = {
         x for x in (*headers, *(x for line in body for x in line)) if not (x.isascii() and x.isprintable())
     }

@@ -550,16 +550,14 @@ def _fingerprint_words(r: BenchRecord) -> str:
 
 
 def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
-    """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not
-    `tg64 ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every
-    image column (column `judged` alone where given: reproduce's recorded side, so its rows are those
-    of the published run's report, whatever a busy re-run measured: nc48 S9), their tok/s agree
-    within noise (_agree: noise_band, stddevs known); rows that
-    differ beyond it stay apart with their ub, so no measured difference is hidden (a tg128 of 3,674
-    t/s at ub512 and 726 t/s at ub2048 is two rows). A folded cell is the ub512 record (llama-bench's
-    default), else the one with the most samples; (table, whether any row was folded). Any other table is returned as it is. The one fold every table format (text, github,
-    html: report.folded_tables) and the plots (plots.figures) read, so they show the same decode rows;
-    `--format csv` / `--json` keep every record."""
+    """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not `tg64
+    ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every image column
+    (column `judged` alone where given: reproduce's recorded side, so its rows are the published run's
+    report's), their tok/s agree within noise (_agree: noise_band, stddevs known); rows that differ beyond it
+    stay apart with their ub, so no measured difference is hidden. A folded cell is the ub512 record
+    (llama-bench's default), else the one with the most samples; (table, whether any row was folded). Any
+    other table is returned as it is. The one fold every table format (report.folded_tables) and the plots
+    (plots.figures) read; `--format csv` / `--json` keep every record."""
     if t.axis != "decode":
         return t, False
     groups: dict[tuple, list[Row]] = {}
@@ -694,13 +692,11 @@ def axis_tables(chosen: list[BenchRecord] | list[Facts], opts: ReportOptions | N
 
 
 def made_good(records: Iterable[BenchRecord]) -> list[BenchRecord]:
-    """The failed records of `records` that a later record made good, which no reader counts failed: a
-    failed test measured ok (its TestKey) by a record created after it, and a process's fault of no
-    one test (records.NO_TEST: a crash, Ctrl-C between tests) where a run of the same image digest
-    and model created after it ended without a failure (its `toolkit bench --resume` measured the
-    cases left, or a bench measured them all again: a report said "1 failed (cpu: interrupted ...)"
-    after the resume, nc48 S11). `records`: every failed one with the ok records of the newest runs
-    (what resultindex.select keeps)."""
+    """The failed records of `records` that a later record made good, which no reader counts failed: a failed
+    test measured ok (its TestKey) by a record created after it, and a process's fault of no one test
+    (records.NO_TEST: a crash, Ctrl-C between tests) where a run of the same image digest and model created
+    after it ended without a failure (a `--resume` or a new bench measured the cases left). `records`: every
+    failed one with the ok records of the newest runs (what resultindex.select keeps)."""
     recs = list(records)
     failed = [r for r in recs if r.status != "ok"]
     if not failed:  # the usual case

@@ -262,10 +262,9 @@ class RunObserver:
 
     def _claim(self, samples: Sequence[dict[str, Any]]) -> None:
         """Add to the benchmark's own pids the GPU processes of `samples` that belong to the measured
-        command's own session (a llama-bench a `sh -c` wrapper started is the benchmark, not another
-        tenant: on the H200 every row of three llama-bench runs under one `toolkit measure` was
-        flagged gpu-shared by its own children). Only processes still alive can be asked; a
-        session is the command's only when it leads it (measure starts it with a new session)."""
+        command's own session (a llama-bench a `sh -c` wrapper started is the benchmark, not another tenant).
+        Only processes still alive can be asked; a session is the command's only when it leads it (measure
+        starts it with a new session)."""
         if self._own_sid is None:
             return
         for s in samples:
@@ -603,11 +602,10 @@ def _counter_rate(
 
 
 def _host_summary(ss: list[dict[str, Any]], t0: float, t1: float) -> dict[str, Any]:
-    """Host load over the window from the cumulative counters, interpolated at both edges (over the
-    part of the window the samples cover). A window shorter than HOST_MIN_WINDOW_S is widened
-    backwards to it, but not before the first sample nor, when the benchmark's own CPU is tracked,
-    before its first known value: before that the engine was starting the benchmark's container
-    (runc, the daemons: a core of the harness's own work on a 2-core host, not another tenant)."""
+    """Host load over the window from the cumulative counters, interpolated at both edges (over the part of
+    the window the samples cover). A window shorter than HOST_MIN_WINDOW_S is widened backwards to it, but not
+    before the first sample nor, when the benchmark's own CPU is tracked, before its first known value (the
+    engine's start of the container is the harness's own work, not another tenant)."""
     if t1 - t0 < HOST_MIN_WINDOW_S and ss:
         known = [s["t"] for s in ss if s.get("own_cpu_s") is not None] or [min(s["t"] for s in ss)]
         t0 = min(t0, max(known[0], t1 - HOST_MIN_WINDOW_S))

@@ -46,17 +46,14 @@ def run_bench(
 ) -> list[Outcome]:
     """Benchmark every selected image with every selected model that its runner accepts.
 
-    Before anything runs: the plan (case count, estimated duration; more than CONFIRM_CASES cases
-    need opts.yes, else BadInput), results/ writable (FileSystemError, exit 8), one benchmark per
-    results folder (results/.lock) and per engine (ConcurrentRun, exit 9, unless
-    opts.allow_concurrent; leftover containers of runs that are gone are removed), model files
-    checked (BadInput). Every record is written as soon as its
-    test completes. Exit paths say what was saved, counted: Ctrl-C/SIGTERM -> RunInterrupted (130),
-    the engine gone -> EngineUnavailable (5), a results write failing -> FileSystemError (8).
-    `events("note", text=...)` carries the plan and guard notes; `events("outcome", outcome=...)` each
-    (image, model)'s Outcome as it is known (the pairs that will not run before anything runs), in the
-    order they are said; the list returned keeps the matrix's order.
-    """
+    Before anything runs: the plan (case count, estimated duration; more than CONFIRM_CASES cases need
+    opts.yes, else BadInput), results/ writable (FileSystemError, exit 8), one benchmark per results folder
+    (results/.lock) and per engine (ConcurrentRun, exit 9, unless opts.allow_concurrent; leftover containers
+    of runs that are gone are removed), model files checked (BadInput). Every record is written as soon as its
+    test completes. Exit paths say what was saved, counted: Ctrl-C/SIGTERM -> RunInterrupted (130), the engine
+    gone -> EngineUnavailable (5), a results write failing -> FileSystemError (8). `events("note", text=...)`
+    carries the plan and guard notes; `events("outcome", outcome=...)` each (image, model)'s Outcome as it is
+    known, in the order they are said; the list returned keeps the matrix's order."""
     gpus = devices.detect_gpus()
     if not opts.dry_run:  # a dry run reads no results and checks no model file
         memory_limit(lm, opts)  # a bad --memory fails before anything starts
@@ -195,8 +192,7 @@ NOTHING_TO_RESUME = (
     "completed, earlier runs' for the rest); `{bench}` measures them all again"
 )
 """The interrupted bench's last words where --resume would measure nothing: a second run of a sweep
-measured before (a newcomer's Ctrl-C of it was told that --resume "continues", and --resume then said
-"nothing left to measure")."""
+measured before."""
 
 
 def resume_hint(text: str = RESUME_HINT) -> str:
@@ -364,11 +360,10 @@ def _execute(
 
 
 class PairProgress:
-    """An (image, model) pair's progress events counted from the plan (`total`: its test cases times
-    its starts, as the plan line counts them), where each process of the pair counts only its own: a
-    resumed sweep split into two llama-bench processes of one test each said `test 1/1` twice under a
-    plan of 2; now `test 1/2`, `test 2/2`. A later process's `start` continues the pair's bar, and
-    `done` ends it once the counted tests reach the total (the events pass on otherwise unchanged)."""
+    """An (image, model) pair's progress events counted from the plan (`total`: its test cases times its
+    starts, as the plan line counts them), where each process of the pair counts only its own (`test 1/2`,
+    `test 2/2`, not `test 1/1` twice). A later process's `start` continues the pair's bar, and `done` ends it
+    once the counted tests reach the total (the events pass on otherwise unchanged)."""
 
     def __init__(self, events: Events, total: int) -> None:
         self.events, self.total, self.before, self.current = events, total, 0, 0

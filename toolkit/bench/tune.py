@@ -234,15 +234,12 @@ def best_setting(
     survivors: set[Candidate] | None = None,
     test: TunedTest | None = None,
 ) -> TuneResult:
-    """The answer from the stored trial records of `session` alone, of the tuned `test` only (a
-    trial's other records, e.g. a depth sweep's, never count; None: every record of the session must
-    be of one test, else BadInput): candidates ranked by the median
-    of all their samples, the search's `survivors` (settings read back from their records) first, so
-    a setting the search dropped is never the answer; the default's evidence (the trial marked
-    `tune.default`, as the record says it ran: a knob the matrix leaves to llama-bench, e.g. threads,
-    reads back as the value llama-bench used); `no_effect` when every candidate's median lies within
-    3 x the pooled stddev of the others and none is noisy (relative stddev > `noisy`). BadInput
-    without an ok trial record of the test."""
+    """The answer from the stored trial records of `session` alone, of the tuned `test` only (None: every
+    record of the session must be of one test, else BadInput): candidates ranked by the median of all their
+    samples, the search's `survivors` (settings read back from their records) first, so a setting the search
+    dropped is never the answer; the default's evidence (the trial marked `tune.default`, as the record says
+    it ran); `no_effect` when every candidate's median lies within 3 x the pooled stddev of the others and
+    none is noisy (relative stddev > `noisy`). BadInput without an ok trial record of the test."""
     mine = [
         r
         for r in records
@@ -314,13 +311,12 @@ def _no_effect(groups: dict[Candidate, list[BenchRecord]], ranking: list[Evidenc
 
 
 def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
-    """Why `res.best` is not decided whatever its numbers, on every axis (depth too: tune_depth): one
-    setting alone was measured (nc47 S11: nothing to compare), or a trial record of the best or of the
-    setting it is held against (`groups`: each candidate's records) carries a telemetry flag
-    (host-busy, gpu-shared, throttled, ...: the system, not the setting, may have made the difference):
-    the default, or where the best is the default any setting it beat (nc48 S5: "best: the matrix
-    default" and ub2048 "a clear loser" at the default's effective ub, every trial host-busy: a flagged
-    lead crowns no default either). "" otherwise, and where every candidate measured alike (no_effect)."""
+    """Why `res.best` is not decided whatever its numbers, on every axis (depth too: tune_depth): one setting
+    alone was measured, or a trial record of the best or of the setting it is held against (`groups`: each
+    candidate's records) carries a telemetry flag (host-busy, gpu-shared, throttled, ...: the system, not the
+    setting, may have made the difference): the default, or where the best is the default any setting it beat
+    (a flagged lead crowns no default either). "" otherwise, and where every candidate measured alike
+    (no_effect)."""
     from toolkit.analysis.tables import telemetry_flags
 
     best, dflt = res.best, res.default
@@ -347,13 +343,11 @@ def held(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
 
 
 def _undecided(res: TuneResult, groups: dict[Candidate, list[BenchRecord]]) -> str:
-    """Why `res.best` cannot be called better than the default, the rules of the report's verdict:
-    held (one setting alone measured, a flagged trial of either), a side has a single sample (noise
-    unknown), the best lost to a default the search dropped, or the gain is within the noise (2 x the
-    combined relative stddev of their samples, analysis.tables.noise_band, and at least the verdict's
-    min_margin). Where the best is the default, the same rules against the runner-up: a lead within
-    the noise says no setting tried beat the default beyond it (nc47b S11: "best: the matrix default"
-    over an equal setting by 0.4 %). "" when it can (or the default was not measured)."""
+    """Why `res.best` cannot be called better than the default, the rules of the report's verdict: held (one
+    setting alone measured, a flagged trial of either), a side has a single sample (noise unknown), the best
+    lost to a default the search dropped, or the gain is within the noise (2 x the combined relative stddev of
+    their samples, analysis.tables.noise_band, and at least the verdict's min_margin). Where the best is the
+    default, the same rules against the runner-up. "" when it can (or the default was not measured)."""
     from toolkit.analysis.tables import ReportOptions, noise_band
 
     best, dflt, other = res.best, res.default, res.rival

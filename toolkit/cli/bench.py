@@ -204,9 +204,8 @@ def _import_meanwhile(*modules: str) -> None:
 def _print_bench(outcomes, store, run_id: str, *, dry_run: bool, resume: bool = False) -> None:
     """A dry run's line per (image, model) (a real run's were printed as each was known: the events'
     `outcome`), then the tables of this run's records and where they are stored; with `resume`, where an
-    earlier run measured the same image digest + model (_measured_before), that the cases measured
-    before are not in them, and the report that shows them all (nc48b S5: a resumed run's
-    8 rows read as the sweep's 10)."""
+    earlier run measured the same image digest + model (_measured_before), that the cases measured before are
+    not in them, and the report that shows them all."""
     for o in outcomes if dry_run else ():
         click.echo(o.line())
     # this run's records as stored, through the query index: reading the digest's whole history
@@ -459,11 +458,10 @@ class _RowFile:
 
 
 def _keep_stopped_rows(out_path: Path, *, stopped: bool) -> None:
-    """After a run that did not end by itself: the empty output file removed. A stopped run (Ctrl-C,
-    SIGTERM, SIGHUP: `stopped`): say what stopped it, that the command's process group was stopped,
-    and where the rows measured before the stop are (or that there were none). An error (a program
-    that cannot be started, ...): only where rows measured before it are, if any; the error says the
-    rest (was: `stopped by Ctrl-C` before `cannot run '/nonexistent'`)."""
+    """After a run that did not end by itself: the empty output file removed. A stopped run (Ctrl-C, SIGTERM,
+    SIGHUP: `stopped`): say what stopped it, that the command's process group was stopped, and where the rows
+    measured before the stop are (or that there were none). An error (a program that cannot be started, ...):
+    only where rows measured before it are, if any; the error says the rest."""
     kept = out_path.stat().st_size > 0
     if not kept:
         out_path.unlink(missing_ok=True)

@@ -345,7 +345,7 @@ def misplaced_option(err: click.ClickException, args: list[str]) -> click.ClickE
     group's own after the command (`toolkit build --engine podman`: put it before the command's name,
     as `toolkit --engine VALUE build ...`), or a command's before it (`toolkit -i cpu bench`: an
     option of bench, put after the command's name). `args`: the command line's arguments
-    (sys.argv[1:]), to name the command typed. Click alone said only `No such option '--engine'.`."""
+    (sys.argv[1:]), to name the command typed."""
     if not isinstance(err, click.NoSuchOption) or err.ctx is None:
         return err
     ctx, name = err.ctx, err.option_name

@@ -114,13 +114,11 @@ def llama_names(names: str | None) -> list[str]:
 
 
 def from_llama_names(names: str, devices: str | None = None) -> str:
-    """The image backend of a llama-bench row's build, from its `backends` string (`"ROCm"`,
-    `"CUDA,BLAS"`) and, where the row has one, its `devices` field (`-dev`: `ROCm0`, `Vulkan0/Vulkan1`):
-    the device's backend when named, else the first GPU backend the string names (LLAMA_ALIASES: HIP
-    is ROCm, MTL is Metal), else `cpu` when it names only host backends, else `unknown` (an empty or
-    unrecognised string, e.g. a table without a backend column, `Vulkan (PR)`, or only `RPC`): never a
-    guess. A GPU build's row run with
-    `-dev none` keeps the build's backend; the CPU-fallback rule marks the row (cpu_fallback_of)."""
+    """The image backend of a llama-bench row's build, from its `backends` string (`"ROCm"`, `"CUDA,BLAS"`)
+    and, where the row has one, its `devices` field (`-dev`: `ROCm0`, `Vulkan0/Vulkan1`): the device's backend
+    when named, else the first GPU backend the string names (LLAMA_ALIASES: HIP is ROCm, MTL is Metal), else
+    `cpu` when it names only host backends, else `unknown` (an empty or unrecognised string): never a guess. A
+    GPU build's row run with `-dev none` keeps the build's backend (the CPU-fallback rule marks it)."""
     order = llama_names(names)
     gpu = {b.llama_name.lower(): b.name for b in BACKENDS.values() if b.gpu}
     dev = str(devices or "").strip().lower()  # a hand-edited row's `"devices": 1` is no text
@@ -145,16 +143,12 @@ def is_software_device(text: str | None) -> bool:
 def cpu_fallback_reason(
     image_backend: str, row_backends: str | None, gpu_info: str | None, log: str = ""
 ) -> str | None:
-    """Why a run of an image built for `image_backend` must not count as a GPU result, or None: the
-    one CPU-fallback rule of `toolkit bench` (judging each row as it arrives) and of the report
-    (judging stored records, imports included).
-
-    A GPU backend's run fell back to the CPU when its log carries a "no device" message, when the
-    row's `backends` (given) lacks the backend, or when the row recorded a `gpu_info` and it is
-    empty (ggml-vulkan skips a CPU-type device and runs on the CPU while still writing `backends:
-    Vulkan`). `gpu_info` None means the row did not record one (old vintages, markdown tables): not
-    a fallback by itself.
-    """
+    """Why a run of an image built for `image_backend` must not count as a GPU result, or None: the one
+    CPU-fallback rule of `toolkit bench` (each row as it arrives) and of the report (stored records, imports
+    included). A GPU backend's run fell back to the CPU when its log carries a "no device" message, when the
+    row's `backends` (given) lacks the backend, or when the row recorded a `gpu_info` and it is empty
+    (ggml-vulkan skips a CPU-type device and runs on the CPU while still writing `backends: Vulkan`).
+    `gpu_info` None means the row did not record one: not a fallback by itself."""
     expected = llama_name(image_backend)
     if expected is None or not BACKENDS[image_backend].gpu:
         return None
@@ -199,14 +193,12 @@ def gpu_vendor(description: str) -> str | None:
 
 def device_contradiction(backends_field: str, gpu_info: str) -> str | None:
     """Why GPU devices `gpu_info` (llama-bench's descriptions joined with ", ") cannot be those of a build
-    whose `backends` are `backends_field`, None when they can: every device whose vendor is named
-    (gpu_vendor) must be one its GPU backends run on (Backend.vendors; a ROCm build on an NVIDIA H200, a
-    CUDA build on a Radeon cannot run: the GPU named is not the one measured). A backend this table does
-    not bound (Vulkan, SYCL, one it does not know) allows any device. A row naming only host backends
-    (CPU_SIDE_NAMES: `CPU`, `BLAS`) names no GPU device at all (llama-bench's gpu_info lists the devices
-    of type GPU, which only a GPU backend registers; before the device registry, the same build flags
-    chose both fields): one that does is a contradiction; its empty gpu_info on a GPU image is the
-    CPU-fallback rule's (cpu_fallback_reason)."""
+    whose `backends` are `backends_field`, None when they can: every device whose vendor is named (gpu_vendor)
+    must be one its GPU backends run on (Backend.vendors: a ROCm build on an NVIDIA H200 cannot run). A
+    backend this table does not bound (Vulkan, SYCL, one it does not know) allows any device. A row naming
+    only host backends (CPU_SIDE_NAMES: `CPU`, `BLAS`) names no GPU device at all (only a GPU backend
+    registers devices of type GPU): one that does is a contradiction; its empty gpu_info on a GPU image is
+    cpu_fallback_reason's."""
     allowed: set[str] = set()
     names = llama_names(backends_field)  # HIP is ROCm, MTL is Metal (LLAMA_ALIASES)
     if names and all(n in CPU_SIDE_NAMES for n in names) and (gpus := _devices(gpu_info)):

@@ -31,23 +31,8 @@ colon that the value lacks, and no colon of a string is escaped), about half the
 itself. Elsewhere, and to name the key once they differ, `duplicate_key` parses the text again with
 json and an object_pairs_hook.
 
-    parse(data)            -> the value, or JsonProblem
-    parse_object(data)     -> the dict, or JsonProblem (`not a JSON object`)
-    parse_line(data)       -> (dict | None, why | None): the shape every JSONL reader wants; a blank
-                              line is (None, None)
-    parse_line_keys(data)  -> parse_line's, and what a reader says of a key the object names twice
-    parse_printed_line(line), parse_jsonl(text) -> the same of JSON lines a C program printed (bare
-                              nan/inf tokens read as NaN/Infinity: printf_text), among its log lines
-    decode_at(dec, text, pos) -> (value, end): one value of a longer text (a JSON array read element by
-                              element), bounded alike
-    stops_before_end(dec, text) -> whether text is refused before its end (a log line, not a cut value)
-    value_end(text, pos)   -> where the array/object at pos ends, by its brackets (to step over one)
-    load(fh)               -> the value of a whole JSON file the caller opened (read at most to the
-                              size limit)
-    lines(fh, end)         -> (length, bytes) of each line of an open binary file, memory bounded: a
-                              line past the size limit is read in chunks and dropped, its length kept
-    read_regular_file(path) -> the bytes of a file anyone may have written (a cache, a lock), None
-                              unless it is a regular file: a FIFO planted there never blocks the read
+Entry points: parse, parse_object, parse_line, parse_line_keys, parse_printed_line, parse_jsonl,
+decode_at, stops_before_end, value_end, load, lines, read_regular_file (each says its shape).
 """
 
 from __future__ import annotations

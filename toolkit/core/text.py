@@ -80,8 +80,7 @@ _PATH_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 def path_text(path: object) -> str:
     """A path as a message prints it: a control character or an undecodable byte (a lone surrogate)
     written as its escape (`\\x1b`, `\\n`, `\\udcff`), never stripped, so the path printed is the one on
-    disk (an `-o` name holding an escape sequence was printed as `wrote .../.csv`, a file that does not
-    exist)."""
+    disk."""
     text = str(path)
     return _PATH_UNPRINTABLE.sub(
         lambda m: m.group(0).encode("unicode_escape", "backslashreplace").decode("ascii"), text
@@ -93,13 +92,11 @@ _SHELL_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'
 
 
 def shell_word(word: str) -> str:
-    """`word` as one word of a command line to paste (a suggested command's path) that a POSIX shell
-    reads back as `word`, with nothing a terminal would act on: shlex.quote where it holds no control
-    character; else ANSI-C quoting (`$'a\\nb'`: bash, zsh, ksh, POSIX.1-2024 sh), each C0 or C1
-    control, DEL, bidi control (strip_controls would drop them) and undecodable byte (os.fsdecode's
-    lone surrogate) written as its escape (`\\n`, `\\t`, `\\r`, else `\\xHH` per UTF-8 byte).
-    shlex.quote alone kept an ESC raw, the terminal printer then stripped it: the path pasted was
-    another one."""
+    """`word` as one word of a command line to paste (a suggested command's path) that a POSIX shell reads
+    back as `word`, with nothing a terminal would act on: shlex.quote where it holds no control character;
+    else ANSI-C quoting (`$'a\\nb'`: bash, zsh, ksh, POSIX.1-2024 sh), each C0 or C1 control, DEL, bidi
+    control and undecodable byte (os.fsdecode's lone surrogate) written as its escape (`\\n`, `\\t`, `\\r`,
+    else `\\xHH` per UTF-8 byte)."""
     if _SHELL_UNSAFE.search(word) is None:
         return shlex.quote(word)
     return "$'" + "".join(_shell_char(c) for c in word) + "'"
@@ -146,22 +143,20 @@ def plain_ascii(text: str) -> bool:
 
 
 def md_text(text: str) -> str:
-    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
-    what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
-    `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
-    so a name cannot add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`,
-    `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold; and
-    what GitHub autolinks (`https://`, `www.`, an email's `@`: _AUTOLINK), so a name links nowhere."""
+    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and what
+    markdown reads as structure escaped with a backslash (`|`, `<...>`, `](`, a backslash), so a name cannot
+    add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`, `~~x~~`, a backtick's code
+    span), so a model_type `**30B**` is shown as written; and what GitHub autolinks (`https://`, `www.`, an
+    email's `@`: _AUTOLINK), so a name links nowhere."""
     return _md_escaped(text, _MD_SPECIAL)
 
 
 def md_line(text: str) -> str:
-    """A line of the toolkit's own markdown prose that quotes names from records (a verdict line):
-    controls stripped, line breaks as spaces, and only what would start markup escaped
-    (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash, emphasis marks),
-    so `->` and `a < b` read as written, a model name `<img src=https://...>` or `![x](https://...)`
-    loads nothing when the page is opened, a label `x**y` styles nothing and a name `https://x` links
-    nowhere. Every backtick is escaped too (a line with the toolkit's own code spans: md_prose)."""
+    """A line of the toolkit's own markdown prose that quotes names from records (a verdict line): controls
+    stripped, line breaks as spaces, and only what would start markup escaped (_MD_LINE_SPECIAL: a tag, an
+    autolink, a link or image, a cell break, a backslash, emphasis marks), so `->` and `a < b` read as written
+    and a name loads, styles and links nothing. Every backtick is escaped too (a line with the toolkit's own
+    code spans: md_prose)."""
     return _md_escaped(text, _MD_LINE_SPECIAL)
 
 
@@ -229,12 +224,11 @@ _LINE_TAIL = " \t\r\n\v\f\x00\x7f\u200b\u200c\u200d\u2060\ufeff"
 
 
 def line_text(line: str) -> str:
-    """A line of a file as its text: stripped, and without what no tool writes before its text (NUL
-    bytes: a file a crash zero-filled, then appended to; a byte-order mark: a file concatenated after
-    one saved with one; zero-width and bidi characters; a terminal's escape sequences: a capture through
-    `script` or a coloured prompt) or after it (NUL, zero-width, a BOM). `{"a": 1}` after 4,096 NUL bytes
-    is `{"a": 1}`: a record there was read as a log line and left out without a word. Linear; a line that
-    starts and ends with printable text is only stripped (the cost of every line)."""
+    """A line of a file as its text: stripped, and without what no tool writes before its text (NUL bytes: a
+    file a crash zero-filled, then appended to; a byte-order mark; zero-width and bidi characters; a
+    terminal's escape sequences: a capture through `script` or a coloured prompt) or after it (NUL,
+    zero-width, a BOM): `{"a": 1}` after 4,096 NUL bytes is `{"a": 1}`. Linear; a line that starts and ends
+    with printable text is only stripped (the cost of every line)."""
     if line[:1].isprintable() and line[-1:].isprintable() and not (line[:1].isspace() or line[-1:].isspace()):
         return line
     m = _LINE_LEAD.match(line)

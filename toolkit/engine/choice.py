@@ -107,11 +107,9 @@ _INFO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionar
 
 
 def _info(c: Any) -> dict[str, Any]:
-    """`docker info` of client `c` (GET /info: ~13 ms of wall on this machine, mostly the engine's),
-    asked once per client: a bench read it three times (its build's engine, its guards' engine, the
-    engine facts of its records). What is read of it does not change while the engine runs: its ID
-    (kept across restarts, /var/lib/docker/engine-id), security options and storage driver. A client
-    is one engine address for the process (client()); a failed request is not kept."""
+    """`docker info` of client `c` (GET /info), asked once per client. What is read of it does not change
+    while the engine runs: its ID (kept across restarts), security options and storage driver. A client is one
+    engine address for the process (client()); a failed request is not kept."""
     got = _INFO.get(c)
     if got is None:
         got = _INFO[c] = c.info()
@@ -238,11 +236,10 @@ REQUEST_TIMEOUT_S: asked once a process (bench asked it twice, 240 s, before say
 
 
 def client():
-    """A docker SDK client (API version negotiated) of the engine in use, one per engine address for
-    the process (building one negotiates the API version: a request and ~10 ms each time); every call
-    pings the engine, so an engine that went away is reported here as before. On Podman the API
-    service is started when its socket does not answer. Raises EngineUnavailable with the fix; an
-    engine that did not answer in REQUEST_TIMEOUT_S is not asked again by this process."""
+    """A docker SDK client (API version negotiated) of the engine in use, one per engine address for the
+    process; every call pings the engine, so an engine that went away is reported here. On Podman the API
+    service is started when its socket does not answer. Raises EngineUnavailable with the fix; an engine that
+    did not answer in REQUEST_TIMEOUT_S is not asked again by this process."""
     if is_podman():
         return _podman_client()
     import docker
@@ -293,13 +290,11 @@ user, host, port; an IPv6 literal and its zone)."""
 
 
 def address_problem(where: str) -> str | None:
-    """Why engine address `where` (DOCKER_HOST, CONTAINER_HOST) is malformed, None where it is not: a
-    scheme and no address, or a tcp://, http(s):// or ssh:// address holding a character no host, user
-    or port holds (a backslash, a space, a control character) before its path, or one urllib cannot read
-    (an IPv6 bracket left open, a port out of range). Readers part at such a character differently (the
-    docker SDK's urllib3 takes `tcp://10.1.2.3\\@127.0.0.1:2375` to 10.1.2.3 port 80, urllib and so
-    `toolkit doctor` to 127.0.0.1): the engine is not asked, and doctor judges no host by it
-    (host.doctor_checks.remote_engine)."""
+    """Why engine address `where` (DOCKER_HOST, CONTAINER_HOST) is malformed, None where it is not: a scheme
+    and no address, or a tcp://, http(s):// or ssh:// address holding a character no host, user or port holds
+    (a backslash, a space, a control character) before its path, or one urllib cannot read (an IPv6 bracket
+    left open, a port out of range). Readers part at such a character differently (urllib3 and urllib name two
+    hosts): the engine is not asked, and doctor judges no host by it (host.doctor_checks.remote_engine)."""
     if where.rstrip("/") in ("unix:", "tcp:", "unix:/", "tcp:/"):
         return "no address"
     scheme, _, rest = where.partition("://")
@@ -317,14 +312,12 @@ def address_problem(where: str) -> str | None:
 
 
 def use_docker_context() -> str:
-    """The Docker endpoint of the docker CLI's current context where DOCKER_HOST is unset and that
-    context is not `default` (DOCKER_CONTEXT, else ~/.docker/config.json's `currentContext`: `docker
-    context use NAME`, as dockerd-rootless-setuptool.sh tells a rootless Docker user to run), else "".
-    It is exported as DOCKER_HOST for this process and its children, so the SDK's requests and the
-    `docker`/buildx commands the toolkit runs reach one engine (the SDK reads no context: the toolkit
-    reached /var/run/docker.sock while the user's `docker` reached the context's engine). Raises
-    EngineUnavailable for a context that does not exist, and for one with TLS material (its
-    certificates are not passed on: export DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)."""
+    """The Docker endpoint of the docker CLI's current context where DOCKER_HOST is unset and that context is
+    not `default` (DOCKER_CONTEXT, else ~/.docker/config.json's `currentContext`), else "". It is exported as
+    DOCKER_HOST for this process and its children, so the SDK's requests (the SDK reads no context) and the
+    `docker`/buildx commands the toolkit runs reach one engine. Raises EngineUnavailable for a context that
+    does not exist, and for one with TLS material (its certificates are not passed on: export DOCKER_HOST,
+    DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)."""
     from docker.context import ContextAPI
     from docker.context.config import get_current_context_name
     from docker.errors import ContextException
@@ -487,13 +480,11 @@ def _adapted(c):
 
 
 def _error_message(response, *_args, **_kwargs):
-    """A requests response hook: an engine's error answer (status >= 400) whose JSON body has no
-    top-level string `message` gets one, with the engine's own words (`errorDetail.message`, `error`,
-    else the body). docker-py 7.1's create_api_error_from_http_exception reads body["message"] and
-    raised KeyError (a traceback) where Podman 5's compat API answers a push or pull with a 500 of the
-    progress-stream shape `{"errorDetail": {"message": ...}, "error": ...}`; with the message the SDK
-    raises its APIError, which every engine call here catches (a body nested too deep to parse too:
-    its first 2,000 characters)."""
+    """A requests response hook: an engine's error answer (status >= 400) whose JSON body has no top-level
+    string `message` gets one, with the engine's own words (`errorDetail.message`, `error`, else the body; a
+    body nested too deep to parse: its first 2,000 characters), so docker-py 7.1's
+    create_api_error_from_http_exception raises its APIError, not KeyError, for Podman 5's progress-stream
+    errors (`{"errorDetail": {"message": ...}, "error": ...}`)."""
     if response.status_code < 400:
         return response
     try:
@@ -565,13 +556,11 @@ def _first_line(err: Exception) -> str:
 
 
 def engine_info(*, buildx: bool = True) -> dict[str, Any]:
-    """Engine and builder versions and security mode: {engine, rootless, server_version, api_version,
-    buildx, os, kernel, SecurityOptions}, on Podman also oci_runtime and storage_driver (`engine`: docker | podman; `server_version`: Docker's or
-    Podman's own version; `api_version`: the Docker API version it serves; SecurityOptions as
-    `docker info` gives them: name=rootless, name=userns, ...). On Podman `buildx` is replaced by
-    `buildah` (the version `podman build` builds with). `buildx=False` leaves the builder out (a
-    subprocess, ~0.06 s of CPU): a benchmark records the engine that ran it; the builder is a fact of
-    the build."""
+    """Engine and builder versions and security mode: {engine, rootless, server_version, api_version, buildx,
+    os, kernel, SecurityOptions}, on Podman also oci_runtime and storage_driver (`engine`: docker | podman;
+    `server_version`: Docker's or Podman's own version; `api_version`: the Docker API version it serves;
+    SecurityOptions as `docker info` gives them). On Podman `buildx` is replaced by `buildah`. `buildx=False`
+    leaves the builder out (a subprocess): a benchmark records the engine that ran it."""
     c = client()
     v = c.version()
     about = _info(c)

@@ -592,11 +592,9 @@ def passthrough(profile: DeviceProfile, engine_kind: str) -> tuple[list[str], li
       host GIDs are not mapped, and crun lets the container process keep the user's supplementary
       groups (so a node opens where the user can open it on the host; runc cannot: podman#25897).
 
-    CDI names (`amd.com/gpu=all`, where amd_cdi_spec finds a spec) are not used: containers are
-    created through Podman's Docker-compatible API, which does not take them (Podman 4.3.1:
-    `container create: stat amd.com/gpu=all: no such file or directory` for a Devices entry, a
-    DeviceRequests entry of driver `cdi` ignored; podman#23560 on 5.1.2). The nodes are the same
-    devices; doctor names the spec and the `podman run --device amd.com/gpu=all` it allows.
+    CDI names (`amd.com/gpu=all`, where amd_cdi_spec finds a spec) are not used: Podman's Docker-compatible
+    API, through which containers are created, does not take them (Podman 4.3.1; podman#23560 on 5.1.2). The
+    nodes are the same devices; doctor names the spec and the `podman run --device amd.com/gpu=all` it allows.
     """
     devices, groups = list(profile.devices), list(profile.group_add)
     if engine_kind == "podman-rootless" and groups:

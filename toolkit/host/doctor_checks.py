@@ -593,8 +593,8 @@ def check_engine_host(
 
 def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Any engine description doctor may be given, in engine_info's shape (`engine`, `rootless`,
-    `server_version`, `api_version`, `SecurityOptions`, on Podman `oci_runtime`, `storage_driver`,
-    `buildah`; `error` where the engine was not reached), its own keys kept beside them:
+    `server_version`, `api_version`, `SecurityOptions`, on Podman `oci_runtime`, `storage_driver`, `buildah`;
+    `error` where the engine was not reached), its own keys kept beside them:
 
     - engine_info's own dict (it has `engine`): as it is;
     - `docker info --format json` of Docker: rootless from SecurityOptions `name=rootless`; a client
@@ -604,8 +604,7 @@ def engine_facts(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     - `podman info --format json` (`host`, `store`, `version`; `host.security.rootless`, Podman 1's
       `host.rootless`): Podman.
 
-    Each of these was read as a Docker engine that GPU images 'can run here' on: a rootless Podman
-    as rootful, a daemon not reached as reached. None stays None."""
+    None stays None."""
     if info is None:
         return None
     if not isinstance(info, Mapping):  # a list, a number: no engine said anything doctor can read

@@ -150,22 +150,21 @@ the toolkit asks about."""
 
 
 def git_env() -> dict[str, str]:
-    """This process's environment without GIT_REPO_ENV (what git itself clears before it works in
-    another repository), with GIT_OPTIONAL_LOCKS=0 (`git status` does not rewrite the index, which a
-    `git commit` beside it would find locked). Every git the toolkit runs gets it: run from a git hook
-    of the user's results repository (GIT_DIR, GIT_INDEX_FILE set), `git -C TOOLKIT_ROOT rev-parse HEAD`
-    named that repository's commit and `git status` called the toolkit's checkout dirty."""
+    """This process's environment without GIT_REPO_ENV (what git itself clears before it works in another
+    repository), with GIT_OPTIONAL_LOCKS=0 (`git status` does not rewrite the index, which a `git commit`
+    beside it would find locked). Every git the toolkit runs gets it (run from a git hook of the user's
+    results repository, GIT_DIR and GIT_INDEX_FILE are set)."""
     env = {k: v for k, v in os.environ.items() if k not in GIT_REPO_ENV}
     env["GIT_OPTIONAL_LOCKS"] = "0"
     return env
 
 
 def toolkit_source() -> dict[str, str]:
-    """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256 repository)} where
-    TOOLKIT_ROOT is a git checkout, with "dirty" where its source may differ (_checkout), else {"version"} alone (an
-    installed copy, no git, a checkout git refuses: another owner's); a copy installed from an export's
-    toolkit-src.tar.gz names the commit it was archived at (its toolkit/host/_commit.py). bench records it with every
-    result (host.toolkit); `toolkit --version` says it."""
+    """The toolkit that runs: {"version": __version__, "commit": its git commit, 40 hex (64 in a SHA-256
+    repository)} where TOOLKIT_ROOT is a git checkout, with "dirty" where its source may differ (_checkout),
+    else {"version"} alone (an installed copy, no git, a checkout git refuses); a copy installed from an
+    export's toolkit-src.tar.gz names the commit it was archived at (toolkit/host/_commit.py). bench records
+    it with every result (host.toolkit); `toolkit --version` says it."""
     out = {"version": __version__}
     if (TOOLKIT_ROOT / ".git").exists():  # not a repository that merely holds site-packages
         return out | _checkout()
@@ -176,10 +175,9 @@ def toolkit_source() -> dict[str, str]:
 
 def _checkout() -> dict[str, str]:
     """{"commit"} of the checkout, with "dirty": "true" where its toolkit source (pyproject.toml, toolkit/)
-    differs from it: changes or untracked files (`git describe --dirty`'s sense), from one `git status
-    --porcelain=v2 --branch` (5 s at most; `--no-optional-locks`: a plain status rewrites the index, and a
-    `git commit` beside it failed on index.lock). Where the status fails (a corrupt index, slower than 5 s)
-    the commit comes from `git rev-parse HEAD`, "dirty": "unknown" (never taken for clean); {} without one."""
+    differs from it (`git describe --dirty`'s sense), from one `git status --porcelain=v2 --branch` (5 s at
+    most, no optional locks). Where the status fails the commit comes from `git rev-parse HEAD`, "dirty":
+    "unknown" (never taken for clean); {} without one."""
     got = _git(
         "--no-optional-locks", "status", "--porcelain=v2", "--branch", "--", "pyproject.toml", "toolkit"
     )
@@ -206,11 +204,10 @@ def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
 
 
 def commit_words(toolkit: object, width: int = 12) -> str | None:
-    """A recorded toolkit's commit (7 to 64 lowercase hex: as recorded, or abbreviated as git does) as
-    people read it: its first `width` hex, `-dirty` appended where the checkout that measured held
-    uncommitted changes (host.toolkit {"commit", "dirty": "true"}: toolkit_source; a hand's or another
-    tool's true, 1, "TRUE", "1", "yes" read alike), `-dirty?` where git could not say ("unknown");
-    None where no such commit is recorded (a stranger's other value is never shown)."""
+    """A recorded toolkit's commit (7 to 64 lowercase hex) as people read it: its first `width` hex, `-dirty`
+    appended where the checkout that measured held uncommitted changes (host.toolkit "dirty": true, 1, "TRUE",
+    "1", "yes" read alike), `-dirty?` where git could not say ("unknown"); None where no such commit is
+    recorded (a stranger's other value is never shown)."""
     if not isinstance(toolkit, dict) or not isinstance(c := toolkit.get("commit"), str):
         return None
     if not re.fullmatch(r"[0-9a-f]{7,64}", c):
@@ -238,10 +235,8 @@ _ARCHIVED = re.compile(rf'^COMMIT = "({COMMIT_HEX.pattern})"$', re.M)
 
 def archived_commit(path: Path) -> str | None:
     """The commit (40 or 64 lowercase hex) `toolkit export-run` wrote into `path` (toolkit/host/_commit.py:
-    `COMMIT = "<hex>"`), None where the file is absent, unreadable, over 4 KiB, not a regular file or
-    names no such commit. The file is read, never imported: a garbage one (a syntax error, a `raise`)
-    made `toolkit --version` and every bench fail, and a COMMIT of 40 terminal escapes was printed and
-    recorded as the commit."""
+    `COMMIT = "<hex>"`), None where the file is absent, unreadable, over 4 KiB, not a regular file or names no
+    such commit. The file is read, never imported (a garbage one must not break `toolkit --version`)."""
     try:  # O_NONBLOCK: a FIFO there is not waited on
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):

@@ -175,14 +175,12 @@ def _source_identity(lm: LoadedMatrix, name: str, src: SourceSpec, *, primary: b
 
 
 def inputs_key(lm: LoadedMatrix, spec: ImageSpec, rendered: Rendered | None = None) -> InputsKey:
-    """The render-inputs key of `spec` as matrix.yaml and Dockerfile.templates/ stand now, computed
-    without building or fetching (the one definition: `toolkit build` labels images with it, `toolkit
-    bench` selects builds by it). `rendered` saves a second render when the caller has one.
-
-    Without `rendered` the templates are parsed, not rendered (an undefined template variable then
-    surfaces at `toolkit build`). Raises BadInput for a missing template or partial, a template syntax
-    error, or a local source path/archive that does not exist.
-    """
+    """The render-inputs key of `spec` as matrix.yaml and Dockerfile.templates/ stand now, computed without
+    building or fetching (the one definition: `toolkit build` labels images with it, `toolkit bench` selects
+    builds by it). `rendered` saves a second render when the caller has one; without it the templates are
+    parsed, not rendered (an undefined template variable then surfaces at `toolkit build`). Raises BadInput
+    for a missing template or partial, a template syntax error, or a local source path/archive that does not
+    exist."""
     template_hash = rendered.inputs_hash if rendered else image_inputs_hash(lm, spec)
     source = (
         _source_identity(lm, spec.source, lm.m.sources[spec.source], primary=True) if spec.source else None
@@ -282,12 +280,11 @@ def plan(
 
 
 def builds_here(store: ResultStore, name: str, every: list[BuildRecord] | None = None) -> list[BuildRecord]:
-    """The build records of image `name` (oldest first; `every`: those records when the caller has
-    them) whose image the engine in use has: built on it (BuildRecord.on_engine), or present there all
-    the same (docker load, a pull, a second engine on a copied data root). A build of another engine
-    whose image is not here never counts (Podman's image IDs are not Docker's). With no engine
-    answering, every build counts (a dry run still plans from the records). The one rule of bench,
-    push and build's "unchanged" check."""
+    """The build records of image `name` (oldest first; `every`: those records when the caller has them) whose
+    image the engine in use has: built on it (BuildRecord.on_engine), or present there all the same (docker
+    load, a pull, a copied data root). A build of another engine whose image is not here never counts. With no
+    engine answering, every build counts (a dry run still plans from the records). The one rule of bench, push
+    and build's "unchanged" check."""
     every = [b for b in store.builds() if b.image == name] if every is None else every
     try:
         here: str | None = engine.engine_id()

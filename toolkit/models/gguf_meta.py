@@ -150,12 +150,10 @@ class _Walk:
 
 @functools.cache
 def _gguf_constants() -> ModuleType:
-    """gguf's `constants` module (GGMLQuantizationType, GGML_QUANT_SIZES: the block size and bytes of
-    each tensor type), loaded from the installed gguf package's constants.py alone where the package
-    is not imported yet: gguf's __init__ imports its reader and writer, and with them numpy (~0.1 CPU s,
-    a quarter of a `toolkit bench`'s own), which this walk does not use; constants.py imports only the
-    standard library. Where it cannot be loaded alone (a release whose constants.py imports its
-    package), the package's import. ImportError where gguf is not installed."""
+    """gguf's `constants` module (GGMLQuantizationType, GGML_QUANT_SIZES: the block size and bytes of each
+    tensor type), loaded from the installed gguf package's constants.py alone where the package is not
+    imported yet (gguf's __init__ imports numpy, which this walk does not use; constants.py imports only the
+    standard library); else the package's import. ImportError where gguf is not installed."""
     if "gguf" not in sys.modules:
         spec = importlib.util.find_spec("gguf")  # a top-level name: found, not imported
         where = spec.submodule_search_locations if spec else None

@@ -258,12 +258,10 @@ def ensure_model_file(
 ) -> Path:
     """Return `path` if it exists; create it when `generate` names a generator; else raise BadInput.
 
-    `generate` is None or one of GENERATOR_NAMES ("tiny-qwen3moe"). BadInput too, nothing generated,
-    where `path` is a typo of one that exists (namesake_refusal: a typo of the stand-in's path made a
-    second stand-in without a word); `named`: the paths the matrix names and where (LoadedMatrix.model_paths),
-    never taken for the path meant; None for a path no one typed (a published run's recorded file name,
-    reproduce): no typo check, its stand-ins are generated at the names they were recorded with.
-    """
+    `generate` is None or one of GENERATOR_NAMES ("tiny-qwen3moe"). BadInput too, nothing generated, where
+    `path` is a typo of one that exists (namesake_refusal); `named`: the paths the matrix names and where
+    (LoadedMatrix.model_paths); None for a path no one typed (a published run's recorded file name,
+    reproduce): no typo check."""
     path = Path(path)
     if path.exists():
         return path
@@ -286,13 +284,11 @@ def ensure_model_file(
 
 
 def namesake_refusal(path: Path, generate: str, *, named: Mapping[Path, str] | None = None) -> str | None:
-    """Why a stand-in (`generate`) is not generated at the absent `path`: a typo of a path that
-    exists (near_namesake), where that path is a stand-in of the same bytes (same_stand_in: a
-    file's own name mistyped) or the typo is in a folder above it; None otherwise (`tiny-gen.gguf`
-    beside another seed's `tiny-b.gguf` is generated), and None where the path that exists is one of
-    `named` (the matrix's own model paths: `tiny-a.gguf` and `tiny-b.gguf` both in the matrix are two
-    stand-ins asked for, not a typo). The refusal opens with where `named` says `path` is named (`matrix.yaml:
-    models[NAME].path`), the file and key to fix."""
+    """Why a stand-in (`generate`) is not generated at the absent `path`: a typo of a path that exists
+    (near_namesake), where that path is a stand-in of the same bytes (same_stand_in) or the typo is in a
+    folder above it; None otherwise, and None where the path that exists is one of `named` (the matrix's own
+    model paths: two stand-ins asked for, not a typo). The refusal opens with where `named` says `path` is
+    named (`matrix.yaml: models[NAME].path`), the file and key to fix."""
     keys = {Path(p).absolute(): key for p, key in (named or {}).items()}
     near = near_namesake(path)
     if near is None or near.absolute() in keys:

@@ -125,16 +125,12 @@ class GgufHeader:
 def parse_header(buf: bytes, file_size: int, *, source: str) -> GgufHeader | None:
     """Parse the GGUF header in `buf` (the first len(buf) bytes of a file of `file_size` bytes).
 
-    Returns None when `buf` ends before the header (key/values, tensor infos, alignment padding)
-    does: read more and call again. Raises BadInput naming `source` for what no longer read can fix:
-    no GGUF magic, a big-endian file, absurd counts, an unknown value type, a header that does not
-    parse, tensor types a twin cannot fill (`SUPPORTED_TYPES`), tensors that overlap, are misaligned
-    or end past `file_size`.
-
-    `_tensor_table_end` finds where the header ends by skipping lengths (cheap); the parse itself is
-    gguf's GGUFReader's (seconds for a 150k-token vocabulary, so it runs once, on a complete header),
-    on a sparse temporary file of `file_size` bytes holding `buf`.
-    """
+    Returns None when `buf` ends before the header (key/values, tensor infos, alignment padding) does: read
+    more and call again. Raises BadInput naming `source` for what no longer read can fix: no GGUF magic, a
+    big-endian file, absurd counts, an unknown value type, a header that does not parse, tensor types a twin
+    cannot fill (`SUPPORTED_TYPES`), tensors that overlap, are misaligned or end past `file_size`. The end is
+    found by `_tensor_table_end` (lengths only); the parse is gguf's GGUFReader's, once, on a sparse temporary
+    file of `file_size` bytes holding `buf`."""
     import gguf
 
     if len(buf) < 24:
@@ -184,12 +180,10 @@ def parse_header(buf: bytes, file_size: int, *, source: str) -> GgufHeader | Non
 
 
 def header_end(buf: Any, *, source: str) -> int | None:
-    """Where the GGUF header of `buf` (bytes, or an mmap of the whole file: nothing is read but the
-    header) ends by its own declared lengths, or None when a declared length — a key or value
-    string, an array, a tensor name — runs past the end of `buf`, or its counts are absurd. gguf's
-    GGUFReader slices its memmap and so silently shortens a string that runs past the end of the
-    file (a file without tensors then passes it); this walk does not. BadInput for an unknown value
-    type."""
+    """Where the GGUF header of `buf` (bytes, or an mmap of the whole file: nothing is read but the header)
+    ends by its own declared lengths, or None when a declared length — a key or value string, an array, a
+    tensor name — runs past the end of `buf`, or its counts are absurd (gguf's GGUFReader silently shortens
+    such a string). BadInput for an unknown value type."""
     if len(buf) < 24:
         return None
     n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)

@@ -244,11 +244,9 @@ def _published_image(
     lm: LoadedMatrix | None,
 ) -> PublishedImage:
     """run.json's entry of image `digest` from the run's records and its builds (`mine`, oldest first);
-    appends to `notes` when it was never pushed (reproduce then needs --rebuild where no engine holds
-    it: another host; this one reproduces from its engine, nc48 S8) or is an import (no
-    image), its `toolkit push` (push_hint: `where`'s matrix and results; --registry to fill where `lm`'s
-    matrix names no `registry:`, or names the loopback one it went to: a push there again reaches no
-    one else)."""
+    appends to `notes` when it was never pushed (reproduce then needs --rebuild where no engine holds it) or
+    is an import (no image), its `toolkit push` (push_hint: `where`'s matrix and results; --registry where
+    `lm`'s matrix names no `registry:`, or names the loopback one it went to)."""
     first = next(r for r in recs if r.image.digest == digest)
     name = first.image.name
     last = mine[-1] if mine else None
@@ -313,14 +311,12 @@ def _published_models(recs: list[BenchRecord], lm: LoadedMatrix | None) -> list[
 def export_run(
     store: ResultStore, run_id: str, out: Path, lm: LoadedMatrix | None = None, *, host_paths: bool = False
 ) -> PublishedRun:
-    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder that is not an export
-    of this run (said first: a project folder's own links are beside the point), and an earlier export
-    holding a symlink that points out of it (the files written there would land outside). BadInput
-    (exit 4), before anything is written, when a file it would copy is a link or not regular (`copied`).
-    The host's folders are written relative to the project or results folder, or `~` (publish.scrub),
-    unless `host_paths` (reproduce's own export of this project's run: it stays on this host). Returns the
-    run as written, but for its notes: as this host's terminal reads them (the folders unscrubbed: a
-    `toolkit push --matrix M --results R` they print works as printed here, brk48b)."""
+    """Write the published-run folder `out` (RUN_FILES). Refuses a non-empty folder that is not an export of
+    this run, and an earlier export holding a symlink that points out of it. BadInput (exit 4), before
+    anything is written, when a file it would copy is a link or not regular (`copied`). The host's folders are
+    written relative to the project or results folder, or `~` (publish.scrub), unless `host_paths`
+    (reproduce's own export of this project's run). Returns the run as written, but for its notes: as this
+    host's terminal reads them (the folders unscrubbed, so the commands they print work here)."""
     out = Path(out)
     run_id = resultindex.full_run_id(store, run_id)  # a prefix of one stored run's id: that run
     if out.exists() and any(out.iterdir()):
@@ -571,10 +567,9 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
 
 def _measured_lines(records: list[BenchRecord]) -> list[str]:
     """What, when and on what the run's `records` were measured, as `toolkit report` says it
-    (analysis.provenance: each model's name, file, size, type and sha256; the tests' own times in UTC, `not recorded` where an import carries none; each
-    host's OS, kernel, CPU and the GPU its rows name), one markdown list item a line. Not the records'
-    `created` (an import's is when it was imported) nor the first record's host alone (a GPU named only
-    by the rows was not said at all)."""
+    (analysis.provenance: each model's name, file, size, type and sha256; the tests' own times in UTC, `not
+    recorded` where an import carries none; each host's OS, kernel, CPU and the GPU its rows name), one
+    markdown list item a line."""
     from toolkit.analysis import provenance
 
     p = provenance.provenance(records)

@@ -20,12 +20,9 @@ from toolkit.core.text import one_line, path_text
 
 def bench_files(root: Path) -> list[Path]:
     """results/*/bench.jsonl and the per-host folders of campaigns, results/hosts/<host>/*/bench.jsonl
-    (toolkit/campaign/slurm.py: each host's jobs write only there), sorted, then an export-run folder's
-    results.jsonl (run.json beside it: toolkit.publish.run_folder), so the folder a customer is sent
-    reads where a results folder does (`report --results DIR`, `compare --against DIR`): the order
-    every reader reads records in. Here, light to import: an empty `toolkit report` asks it without
-    loading the store. BadInput (exit 4) when one is not a regular file (a FIFO would hang every
-    reader: need_regular)."""
+    (toolkit.campaign.slurm), sorted, then an export-run folder's results.jsonl (exported_run): the order
+    every reader reads records in. Light to import: an empty `toolkit report` asks it without loading the
+    store. BadInput (exit 4) when one is not a regular file (a FIFO would hang every reader: need_regular)."""
     files = sorted([*root.glob("*/bench.jsonl"), *root.glob("hosts/*/*/bench.jsonl")])
     if exported_run(root):
         files.append(root / "results.jsonl")
@@ -67,17 +64,13 @@ _DIGEST_DIR): builds, campaigns' per-host folders and specs (toolkit.campaign.sl
 
 
 def foreign_file(root: Path) -> str | None:
-    """The name of one entry of folder `root` that no results layout holds, where `root` holds none
-    that one does (_LAYOUT, a <digest12>/ folder, any folder of records: bench_files) and holds a
-    folder or 3 or more other entries: a folder of other files (the project's docs/, its
-    Dockerfile.templates/) named as --results, which a bench or a report would take as a new results
-    folder and fill with .index.sqlite, .lock and digest folders (nc47 S8). None where it holds a
-    results layout, is an export-run folder (exported_run: read as results), or holds only hidden
-    entries (.seq, .lock, .index.sqlite), report files (report.html, report.md: a report's --output)
-    and up to 2 notes of the user's (a README, notes.txt: brk47b, a new results folder made with its
-    README was refused); any other file is no note (a folder of one model file, models/ holding a .gguf,
-    was taken as a new results folder: nc48 S7). Names sorted: the same one named each time. OSError of
-    the listing as os.scandir's."""
+    """The name of one entry of folder `root` that no results layout holds, where `root` holds none that one
+    does (_LAYOUT, a <digest12>/ folder, any folder of records: bench_files) and holds a folder or 3 or more
+    other entries: a folder of other files (docs/, models/ holding a .gguf) named as --results, which a bench
+    or a report would fill with .index.sqlite, .lock and digest folders. None where it holds a results layout,
+    is an export-run folder (exported_run), or holds only hidden entries (.seq, .lock, .index.sqlite), report
+    files (report.html, report.md) and up to 2 notes of the user's (_NOTES: a README, notes.txt). Names
+    sorted: the same one named each time. OSError of the listing as os.scandir's."""
     with os.scandir(root) as entries:
         listed = sorted((e.name, e.is_dir()) for e in entries)
     if any(n in _LAYOUT or (d and _DIGEST_DIR.fullmatch(n)) for n, d in listed):  # the usual case: no glob
@@ -129,15 +122,13 @@ _DIGEST_DIR = re.compile(r"[0-9a-f]{12}")
 
 
 def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, root: Path | None = None) -> int:
-    """A descriptor of `path` opened with `flags` (os.open), refused (BadInput, the descriptor closed)
-    when it is not a regular file. Opened non-blocking, so a FIFO put there after it was listed cannot
-    hang the open; the flag is then cleared (a regular file reads the same either way). An open that
-    writes (or `flags` holding os.O_NOFOLLOW) never follows a final symlink, and an open that writes
-    follows none at a folder below the results root either (open_below; `root`: that root when the
-    caller knows it, else store_root): a link is BadInput (exit 4) naming it and its target, so
-    results/.seq, a bench.jsonl or a results/<digest12> linked elsewhere is never written. The one open
-    of result files: every reader and writer of bench.jsonl, builds.jsonl, canary.jsonl, .seq, the
-    logs and the run locks goes through it. Other OSError (missing, permission) raised as is."""
+    """A descriptor of `path` opened with `flags` (os.open), refused (BadInput, the descriptor closed) when it
+    is not a regular file. Opened non-blocking, so a FIFO put there after it was listed cannot hang the open;
+    the flag is then cleared. An open that writes (or `flags` holding os.O_NOFOLLOW) never follows a final
+    symlink, nor (writing) a link at a folder below the results root (open_below; `root`: that root when the
+    caller knows it, else store_root): a link is BadInput (exit 4) naming it and its target. The one open of
+    result files (bench.jsonl, builds.jsonl, canary.jsonl, .seq, logs, run locks). Other OSError raised as is.
+    """
     path = Path(path)
     if flags & _WRITES:
         fd = open_below(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode, root=root)
@@ -349,10 +340,8 @@ def no_results() -> str:
 
 
 def fill_results() -> str:
-    """The commands that put records in the results folder, as invocation.command renders them (the
-    engine, matrix and results given: `report --results R` said `toolkit bench`, which filled results/
-    beside the matrix, not R): `build && bench`, since a bench measures only the builds recorded in its
-    own results folder (a fresh project's or a new folder's `toolkit bench` alone measured nothing, exit
-    2: nc48 S3), or `import FILE --label NAME` (`toolkit import` alone is a usage error, exit 4)."""
+    """The commands that put records in the results folder, as invocation.command renders them (the engine,
+    matrix and results given): `build && bench`, since a bench measures only the builds recorded in its own
+    results folder, or `import FILE --label NAME` (`toolkit import` alone is a usage error, exit 4)."""
     build, bench = invocation.command("build"), invocation.command("bench")
     return f"`{build} && {bench}` or `{invocation.command('import', 'FILE', '--label', 'NAME')}`"

@@ -278,11 +278,10 @@ def _as_printed(key: str, v: Any) -> Any:
 
 def model_fingerprint(r: BenchRecord) -> tuple:
     """llama-bench's description of the model (type, and parameters and bytes as its -o md prints them:
-    _as_printed), else the model's name; plus the model's kind when it is not the real file
-    (`synthetic-twin`: a shape twin describes itself exactly like the real model, so without the kind
-    a twin and a real run would share a row), and the file's name where one import's rows named
-    another file described alike (import_keys.AlikeFiles). Where both records know the file's sha256,
-    it decides (same_model)."""
+    _as_printed), else the model's name; plus the model's kind when it is not the real file (`synthetic-twin`:
+    a twin describes itself exactly like the real model), and the file's name where one import's rows named
+    another file described alike (import_keys.AlikeFiles). Where both records know the file's sha256, it
+    decides (same_model)."""
     if _memo is not None:
         return test_key(r).model
     return _model_fingerprint(r)
@@ -410,10 +409,10 @@ def known_key(r: BenchRecord, key: TestKey) -> None:
 
 
 def shared_pairs(pairs: Iterable[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
-    """`pairs` as a tuple of (field, value) pairs where each pair with a text or int value is one
-    object shared by every key that holds an equal pair (records of one set repeat most of their
-    fields' values: the test pairs of 10,000 keys took 25 MB unshared). Other values (a float: 0.0
-    and -0.0 are equal) are kept as they are. Up to _PAIRS_MAX pairs are remembered."""
+    """`pairs` as a tuple of (field, value) pairs where each pair with a text or int value is one object
+    shared by every key that holds an equal pair (records of one set repeat most of their fields' values).
+    Other values (a float: 0.0 and -0.0 are equal) are kept as they are. Up to _PAIRS_MAX pairs are
+    remembered."""
     seen = _PAIRS
     if len(seen) >= _PAIRS_MAX:
         return tuple(pairs)
@@ -427,12 +426,9 @@ _SHARED = (str, int)
 
 
 def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
-    """Test fields that tell records of a set apart: {field: the values seen}.
-
-    A field absent from some records (an older llama-bench that did not write it) that takes one
-    value where present does not tell anything apart and is left out; one that takes several values
-    is kept, `None` standing for "not recorded".
-    """
+    """Test fields that tell records of a set apart: {field: the values seen}. A field absent from some
+    records (an older llama-bench) that takes one value where present is left out; one that takes several
+    values is kept, `None` standing for "not recorded"."""
     recs = list(records)
     pairs = Counter(  # {(field, value): records}, counted in C: this ran per field of every record
         chain.from_iterable(
@@ -457,11 +453,9 @@ def distinguishing(records: Iterable[BenchRecord]) -> dict[str, set]:
 
 
 def measured_at(r: BenchRecord) -> str:
-    """When a record was measured, as ISO text that sorts in time order: for an imported row, the
-    `test_time` llama-bench wrote in it (its `created` is when it was imported, and the line order of
-    a file says nothing), as UTC, but never after its import (a row stamped up to a day ahead passes
-    the validity pass as clock skew: ordered by its test_time it beat every bench run of its test for
-    that day); else (and for an imported row without one) the record's `created`, written when the
+    """When a record was measured, as ISO text that sorts in time order: for an imported row, the `test_time`
+    llama-bench wrote in it, as UTC, but never after its import (a row stamped ahead passes the validity pass
+    as clock skew); else (and for an imported row without one) the record's `created`, written when the
     toolkit measured it."""
     return _test_time(r) or r.created
 
@@ -520,13 +514,11 @@ def seq_of(r: Any) -> int | None:
 
 
 def write_order(r: Any, pos: int) -> tuple[int, int]:
-    """When a record was written to its store, comparable between records of one store: (1, seq) for
-    a record that carries the store's sequence number, else (0, pos) with `pos` its place in store
-    order (records written before seq existed come first, in file order). Never the wall clock: a
-    run made with the clock a year ahead must not hide the runs written after it. Nor a seq its store
-    never gave: every reader of a store (ResultStore.results(), the query index) gives a record whose
-    seq is above its store's counter with seq None (results/sequence.py), so it is ordered here as one
-    written before seq existed."""
+    """When a record was written to its store, comparable between records of one store: (1, seq) for a record
+    that carries the store's sequence number, else (0, pos) with `pos` its place in store order (records
+    written before seq existed come first, in file order). Never the wall clock (a clock a year ahead must not
+    hide the runs written after it), nor a seq its store never gave (every reader gives a seq above its
+    store's counter as None: results/sequence.py)."""
     s = seq_of(r)
     return (1, s) if s is not None else (0, pos)
 
@@ -543,12 +535,10 @@ def _in_order(recs: list[tuple[int, BenchRecord]]) -> list[BenchRecord]:
 class Selection:
     """Newest record per TestKey of a result set, and the accounting of what was not used.
 
-    `used`: newest ok record per key (repetitions of one test combined into one); `superseded`:
-    older ok records of a key (re-runs); `trials`: `toolkit tune` trials of a run not used (a bench
-    run's or a newer trial's cell shown: a search's runs, no bench result superseded); `combined`:
-    records merged into a cell beyond its first (repetitions); `failed`: records with status failed;
-    `read`: all records given.
-    """
+    `used`: newest ok record per key (repetitions of one test combined into one); `superseded`: older ok
+    records of a key (re-runs); `trials`: `toolkit tune` trials of a run not used; `combined`: records merged
+    into a cell beyond its first (repetitions); `failed`: records with status failed; `read`: all records
+    given."""
 
     used: list[BenchRecord] = field(default_factory=list)
     read: int = 0
@@ -575,14 +565,11 @@ def is_repetition(r: BenchRecord) -> bool:
 def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = False) -> Selection:
     """Newest record per TestKey (ok records only unless include_failed); counts the rest.
 
-    The newest run of a test is the one written last to the store (write_order: the store's sequence
-    number, else the place in the file; never the wall clock), except among imported rows that carry
-    llama-bench's test_time, which are ordered by it (the one measured last), also against the
-    toolkit's own records of their test (ordered by their `created`: by_measurement); a run of `toolkit tune`
-    trials only (is_tune_trial) comes after every other run of its test. Repetitions inside it
-    (`is_repetition`) are one measurement, combined by `combine_runs`, not superseded by each other.
-    `records` in store order (their positions are the fallback order).
-    """
+    The newest run of a test is the one written last to the store (write_order), except among imported rows
+    that carry llama-bench's test_time, which are ordered by it, also against the toolkit's own records of
+    their test (by their `created`: by_measurement); a run of `toolkit tune` trials only (is_tune_trial) comes
+    after every other run of its test. Repetitions inside it (`is_repetition`) are one measurement, combined
+    by `combine_runs`. `records` in store order (their positions are the fallback order)."""
     sel = Selection()
     by_key: dict[TestKey, dict[str, list[tuple[int, BenchRecord]]]] = {}
     for pos, r in enumerate(records):
@@ -618,15 +605,13 @@ def newest_per_test(records: Iterable[BenchRecord], *, include_failed: bool = Fa
 def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
     """One record from N repetitions of a test (N container starts, or N rows of one import).
 
-    avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between
-    runs); `between_runs` = {runs, means, spread_pct, counts: each run's samples, in the order of
-    samples_ts, first: the oldest run's test_time and created} (what a stored one is held to: runs_check); flags `runs-disagree` when the runs' means
-    spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
-    the largest gap between sorted run means is most of that spread — the known R9700 effect where
-    decode speed is fixed at process start. Flags: every process's (`_process_flags`: a first process
-    flagged host-busy keeps the cell flagged). The newest repetition (test_time for imported rows, else
-    the store's order) gives the rest.
-    """
+    avg_ts = mean of the runs' means; stddev_ts = stddev of all samples pooled (within + between runs);
+    `between_runs` = {runs, means, spread_pct, counts: each run's samples, in the order of samples_ts, first:
+    the oldest run's test_time and created} (held to by runs_check); flags `runs-disagree` when the runs'
+    means spread by more than 3 x the pooled within-run stddev and more than 5 %, `bimodal-runs` when (N >= 3)
+    the largest gap between sorted run means is most of that spread (decode speed fixed at process start).
+    Flags: every process's (`_process_flags`). The newest repetition (test_time for imported rows, else the
+    store's order) gives the rest."""
     recs = _in_order(list(enumerate(recs)))
     means = [x.avg_ts for x in recs if x.avg_ts is not None]
     samples = [s for x in recs for s in x.samples_ts]
@@ -660,13 +645,11 @@ def combine_runs(recs: list[BenchRecord]) -> BenchRecord:
 
 
 def shown_flags(r: BenchRecord) -> list[str]:
-    """The flags a reader shows for `r`: those it stored (`flags`: a list of names; anything else is
-    ignored), its telemetry flags held to its own stored telemetry block by the rule the bench raised
-    them by (telemetry_flags.checked_flags): one the block shows nothing of is `flag-unsupported:<flag>`
-    (it holds nothing), one the block raises and the record lacks is added (a hand edit, another tool's
-    file, an older version's record); its other flags held to its own fields (flag_claims.held_claims:
-    one the readers raise themselves, or one its fields contradict, is `flag-unsupported:<flag>`).
-    A cell combine_runs made keeps its processes' (already held)."""
+    """The flags a reader shows for `r`: those it stored (`flags`: a list of names; anything else is ignored),
+    its telemetry flags held to its own stored telemetry block (telemetry_flags.checked_flags: one the block
+    shows nothing of is `flag-unsupported:<flag>`, one the block raises and the record lacks is added), its
+    other flags held to its own fields (flag_claims.held_claims). A cell combine_runs made keeps its
+    processes' (already held)."""
     stored = (r.model_extra or {}).get("flags")
     flags = [f for f in stored if isinstance(f, str) and f] if isinstance(stored, list) else []
     checked = (r.__pydantic_private__ or {}).get("_flags_checked")  # not through BaseModel.__getattr__
@@ -696,12 +679,9 @@ def value(r: BenchRecord) -> float | None:
 
 @dataclass
 class Join:
-    """Records of two sides matched test by test (compare, reproduce).
-
-    `pairs`: (a, b) with equal model and test fields; `only_a`/`only_b`: unmatched; `ignored`: test
-    fields present on one side only (left out of the join, e.g. a field a newer llama-bench
-    writes); `apart`: when nothing matched, the fields whose values keep the sides apart.
-    """
+    """Records of two sides matched test by test (compare, reproduce). `pairs`: (a, b) with equal model and
+    test fields; `only_a`/`only_b`: unmatched; `ignored`: test fields present on one side only (left out of
+    the join); `apart`: when nothing matched, the fields whose values keep the sides apart."""
 
     pairs: list[tuple[BenchRecord, BenchRecord]] = field(default_factory=list)
     only_a: list[BenchRecord] = field(default_factory=list)
@@ -735,15 +715,11 @@ def match_tests(
     ignore: Iterable[str] = (),
     same_unknown_model: bool = False,
 ) -> Join:
-    """Match each record of `a` with the record of `b` that measured the same test.
-
-    The join uses the test fields every record on both sides has (a field one side never wrote
-    cannot be compared and is listed in `ignored`) and the model (fingerprint, and sha256 when both
-    know it). `ignore` names test fields the caller deliberately leaves out (e.g. `n_threads` when
-    comparing two hosts); they are listed in `ignored` too. Each side should already hold one
-    record per test (`newest_per_test`). A record whose model is unknown (model_known) is matched
-    with nothing (counted in `unknown_model`) unless `same_unknown_model`: the caller's word that both
-    sides measured one model.
+    """Match each record of `a` with the record of `b` that measured the same test: on the test fields every
+    record on both sides has (the others listed in `ignored`) and the model (fingerprint, and sha256 when both
+    know it). `ignore` names test fields the caller leaves out (listed in `ignored` too). Each side should
+    already hold one record per test (`newest_per_test`). A record whose model is unknown (model_known) is
+    matched with nothing (counted in `unknown_model`) unless `same_unknown_model` (both measured one model).
     """
     out = Join()
     skip = set(ignore)

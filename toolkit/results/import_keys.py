@@ -103,12 +103,11 @@ def shown_parts(rec: BenchRecord) -> tuple:
 
 
 def stored_digests(rec: BenchRecord, key: TestKey | None = None) -> tuple[int, int, int]:
-    """What the query index keeps of an imported record to find the stored records a row may measure
-    again without reading the folder (results/index.py StoredImports): (measured_digest: equal
-    measurement_of, equal digest; the whole test is compared on the records read back: a digest of
-    the whole key cost ~30 µs a row, this one a few), a 64-bit digest of what
-    an md table shows of it in every form (equal shown_keys in any form have it equal), 1 for an md
-    table's row else 0). Signed 64-bit, the same in every process (index.digest64)."""
+    """What the query index keeps of an imported record to find the stored records a row may measure again
+    without reading the folder (results/index.py StoredImports): (measured_digest: equal measurement_of, equal
+    digest; the whole test is compared on the records read back), a 64-bit digest of what an md table shows of
+    it in every form (shown_keys), 1 for an md table's row else 0). Signed 64-bit, the same in every process
+    (index.digest64)."""
     key = key or test_key(rec)
     return measured_digest(rec), digest64(shown_parts(rec)), int(is_untimed(rec))
 
@@ -148,15 +147,12 @@ def shown_key(rec: BenchRecord, form: RowForm) -> int:
 
 
 class AlikeFiles:
-    """The model files one import's rows name, by llama-bench's description of each (model_fingerprint):
-    `-m a.gguf -m b.gguf` of two models of one type, size and parameter count (two fine-tunes of one
-    base quantized alike) are two models, as the file says, and so are `-m v1/model.gguf -m
-    v2/model.gguf`. The file of the least name (then path) of a description keeps it (it matches that
-    model's rows of other imports and runs); the rows of each other file carry the file's name in their
-    model identity (ModelRef `file_apart`: identity._model_fingerprint), or its path where another file
-    of the description has that name, so they are another row of the tables, never repetitions of the
-    first's. Which file keeps it is its name's to say, never the order of the files or rows: where the
-    rows read so far said otherwise, `settle` asks for them to be read again with every file known
+    """The model files one import's rows name, by llama-bench's description of each (model_fingerprint): `-m
+    a.gguf -m b.gguf` of two models of one type, size and parameter count are two models, as the file says.
+    The file of the least name (then path) of a description keeps it; the rows of each other file carry the
+    file's name in their model identity (ModelRef `file_apart`), or its path where another file of the
+    description has that name, so they are another row of the tables, never repetitions of the first's. Where
+    the rows read so far said otherwise, `settle` asks for them to be read again with every file known
     (`keep`: description -> the paths of its files)."""
 
     class Unsettled(Exception):

@@ -40,20 +40,11 @@ changed. When results/ cannot hold it (read-only, full), an in-memory index is b
 Every record the index lists was validated by the same reader as ResultStore.results()
 (records.scan_jsonl + records.bench_record), so the same lines are refused with the same warnings.
 Readers choose in SQL (ResultIndex.choose: newest run per test, counts) and load by byte offset only
-the records they will show. Entry points (each takes a records.ResultStore and sets its `warnings`
-and `refused` as ResultStore.results() does):
-
-    select(store, images=, runs=, digests=)   what a report of those records needs: RecordSelection
-    heads(store, images=, runs=, ...)         index rows of records, read like BenchRecords' names
-    sides(store, pick)                        compare's sides found and chosen in SQL (RefQuery)
-    StoredImports(store)                      the records `toolkit import` came from, asked by digest
-    run_records(store, run_id)                one run's records (export-run, reproduce, tune, campaigns)
-
-(They live here, not on ResultStore: records.py is imported by identity.py, which this module needs.)
-
-The queries readers call are here (`select`, `heads`, `sides`, `load`, `drop`, and
-digest64, the digests `imported` keeps); the index's tables and refresh are in index_sqlite.py, its
-rows as readers get them (Head, RecordSelection, the check of a row's place) in index_rows.py.
+the records they will show. Entry points (select, heads, sides, StoredImports, run_records)
+take a records.ResultStore and set its `warnings` and `refused` as ResultStore.results() does; they live
+here, not on ResultStore (records.py is imported by identity.py, which this module needs). The index's
+tables and refresh are in index_sqlite.py, its rows as readers get them (Head, RecordSelection, the check
+of a row's place) in index_rows.py.
 """
 
 from __future__ import annotations
@@ -173,9 +164,9 @@ def load(
 
 
 def _spans(heads: Sequence[Head]) -> dict[Path, tuple[int, int]]:
-    """{file: (first byte, end)} of the lines `heads` name in each file where one read of that span
-    reads little besides them (at most twice their bytes and 64 KiB more): load reads such a file's
-    lines in one call, not one each (10,000 records in 1,667 files: ~60 ms less)."""
+    """{file: (first byte, end)} of the lines `heads` name in each file where one read of that span reads
+    little besides them (at most twice their bytes and 64 KiB more): load reads such a file's lines in one
+    call."""
     lo: dict[Path, int] = {}
     hi: dict[Path, int] = {}
     need: dict[Path, int] = {}
@@ -193,15 +184,12 @@ a loaded record holds."""
 
 
 def _share(rec: BenchRecord, last: dict[str, Any]) -> None:
-    """Each of rec's SHARED_PARTS equal to that of the record loaded before it (`last`: part name ->
-    its value, updated here) made that very object, the copy dropped while the next record is read:
-    10,000 records of one host held 57 MB less at their peak. Loaded records are read, never changed
-    in place (a change makes a copy: model_copy), so sharing equal parts changes no value. Also the
-    set of the fields a record's line gave (pydantic's `__pydantic_fields_set__`, ~2.2 KB a record:
-    22 MB at 10,000) is one set per distinct set of names (`last["fields_set"]`: frozenset -> set;
-    model_copy copies it, no reader changes it). And each text or int of its `raw` equal to the one the
-    record before it holds under the same name is that very object (pydantic's JSON reader shares no
-    string of a dict[str, Any]: ~0.8 KB a record, 7 MB at 10,000; never a float, as -0.0 == 0.0)."""
+    """Each of rec's SHARED_PARTS equal to that of the record loaded before it (`last`: part name -> its
+    value, updated here) made that very object, the copy dropped. Loaded records are read, never changed in
+    place (a change makes a copy: model_copy), so sharing equal parts changes no value. Likewise the set of
+    the fields a record's line gave (pydantic's `__pydantic_fields_set__`: one set per distinct set of names,
+    `last["fields_set"]`), and each text or int of its `raw` equal to the one the record before it holds under
+    the same name (never a float, as -0.0 == 0.0)."""
     fields = rec.__dict__
     sets = last.setdefault("fields_set", {})
     given = rec.__pydantic_fields_set__
@@ -223,11 +211,10 @@ def _share(rec: BenchRecord, last: dict[str, Any]) -> None:
 
 
 def _record_of(line: bytes, same: bool) -> tuple[BenchRecord | None, str | None]:
-    """(the BenchRecord of a line the index listed, None) or (None, why it is refused). When the bytes
-    are those the index validated (`same`: their line_sum is the one it kept), pydantic reads them as
-    JSON itself (BenchRecord.model_validate_json: the same checks and values in less than half the
-    time, and repeated short strings shared); else, and where pydantic's JSON reader refuses what
-    json reads (a lone surrogate), the one reader of ResultStore.results() decides (records.bench_record)."""
+    """(the BenchRecord of a line the index listed, None) or (None, why it is refused). When the bytes are
+    those the index validated (`same`: their line_sum is the one it kept), pydantic reads them as JSON itself
+    (BenchRecord.model_validate_json: the same checks and values, faster); else, and where pydantic's JSON
+    reader refuses what json reads (a lone surrogate), records.bench_record decides."""
     if same:
         try:
             return BenchRecord.model_validate_json(line), None
@@ -303,12 +290,11 @@ def heads(
 
 
 def digest_matches(digest: str, ref: str, name: str | None = None) -> bool:
-    """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its
-    kind (`sha256:ab12`, `ab12`, `import:ab12`): a kind alone (`sha256:`) or a letter (`s`) named every
-    digest of the folder, and so the only one there, silently; or whole, whatever its length (an import's
-    `import:v1`, which no prefix of 4 names). An image label as reports show it (`cpu@abd88fb000be`,
-    analysis.facts.image_label) names `digest` of image `name`: both the name and the prefix must match;
-    the name is all before the last `@` (a digest has none; an imported label may: `we@ird@import:6496`)."""
+    """Whether `ref` names `digest` by a prefix of at least 4 of its hex digits, with or without its kind
+    (`sha256:ab12`, `ab12`, `import:ab12`; a kind alone or a letter names none), or whole, whatever its length
+    (an import's `import:v1`). An image label as reports show it (`cpu@abd88fb000be`,
+    analysis.facts.image_label) names `digest` of image `name`: both the name and the prefix must match; the
+    name is all before the last `@` (a digest has none; an imported label may: `we@ird@import:6496`)."""
     label, at, rest = ref.rpartition("@")
     if at:
         return label == name and digest_matches(digest, rest)
@@ -372,9 +358,8 @@ def _few(ids: list[str]) -> str:
 
 def short_run_start(text: str, run_ids: Iterable[str]) -> str:
     """What to type where `text` begins stored runs (`run_ids`, newest first) but is shorter than
-    RUN_PREFIX_MIN, so no run is taken for it: `; '2026120' is too short to name a run by its start
-    (8 characters at least): it begins 20261206T153130Z-7a188c (e.g. 20261206T1531)`; '' otherwise.
-    Without it `report --run 2026120` said `did you mean` two other runs whose ids merely hold it."""
+    RUN_PREFIX_MIN, so no run is taken for it: `; '2026120' is too short to name a run by its start (8
+    characters at least): it begins 20261206T153130Z-7a188c (e.g. 20261206T1531)`; '' otherwise."""
     if not text or len(text) >= RUN_PREFIX_MIN:
         return ""
     hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
@@ -388,12 +373,11 @@ def short_run_start(text: str, run_ids: Iterable[str]) -> str:
 
 
 def runs_newest_first(heads: Iterable[Head]) -> list[Head]:
-    """One Head per run among `heads` (heads()' order), newest first: each run's most recently written
-    record, ordered by the store's sequence number (records.py: the order records were appended, an
-    import's as a bench's); records without one come after, in reverse `heads` order. `heads` order
-    alone is not time: it goes folder by folder (<digest12>/bench.jsonl in name order), so a run of
-    another image written later stood after older runs. A campaign's host stores number their own
-    records: across them the order is each store's, not the clock's."""
+    """One Head per run among `heads` (heads()' order), newest first: each run's most recently written record,
+    ordered by the store's sequence number (records.py: the order records were appended, an import's as a
+    bench's; `heads` order goes folder by folder); records without one come after, in reverse `heads` order. A
+    campaign's host stores number their own records: across them the order is each store's, not the clock's.
+    """
     best: dict[str, tuple[tuple[bool, int, int], Head]] = {}
     for i, h in enumerate(heads):
         key = (h.seq is not None, h.seq or 0, i)
@@ -481,13 +465,11 @@ class RefQuery:
 def sides(
     store: ResultStore, pick: Callable[[RefQuery], list[tuple[str, Scope] | list[str]]]
 ) -> list[tuple[str, RecordSelection] | list[str]]:
-    """The sides `pick` finds in `store` (compare.py `_pick`: per ref its label and scope, the ok
-    records of the `images` / `runs` / `digests` given, or anything else: passed back as it is),
-    each chosen among in SQL (ResultIndex.choose) and
-    loaded by byte offset: (label, RecordSelection). One read of the index; sets store.warnings and
-    store.refused as store.results() does. The records carry no clock_skew from the store's order
-    (ResultIndex.skewed reads every record of the folder; compare shows no such flag). StaleIndex
-    when a file was rewritten while its records were read."""
+    """The sides `pick` finds in `store` (compare.py `_pick`: per ref its label and scope, the ok records of
+    the `images` / `runs` / `digests` given, or anything else: passed back as it is), each chosen among in SQL
+    (ResultIndex.choose) and loaded by byte offset: (label, RecordSelection). One read of the index; sets
+    store.warnings and store.refused as store.results() does. The records carry no clock_skew (compare shows
+    no such flag). StaleIndex when a file was rewritten while its records were read."""
 
     def ask(idx: ResultIndex, files: list[Path]) -> list[tuple[str, list[Head], dict] | list[str]]:
         out: list[tuple[str, list[Head], dict] | list[str]] = []
@@ -521,14 +503,13 @@ def select(
     ok_only: bool = False,
     skew: bool = True,
 ) -> RecordSelection:
-    """What a report of the records of `store` with these image names / run ids / digests (all where
-    None) needs, through the index and without a Head per record (ResultIndex.choose), loaded by byte
-    offset: a RecordSelection that renders like the whole list, with the whole list's counts (`read`,
-    `failed`, `superseded`). Sets store.warnings and store.refused as store.results() does. A file
-    rewritten meanwhile is re-indexed and the query run again. `skew=False`: no record's clock_skew
-    is set from the store's order (ResultIndex.skewed reads every record of the folder: ~0.5 s at
-    200,000) — for a reader that does not look at it. Inside identity.keys_cached(), each record
-    loaded comes with the TestKey the index stored for it (load)."""
+    """What a report of the records of `store` with these image names / run ids / digests (all where None)
+    needs, through the index (ResultIndex.choose), loaded by byte offset: a RecordSelection that renders like
+    the whole list, with the whole list's counts (`read`, `failed`, `superseded`). Sets store.warnings and
+    store.refused as store.results() does. A file rewritten meanwhile is re-indexed and the query run again.
+    `skew=False`: no record's clock_skew is set from the store's order (ResultIndex.skewed reads every record
+    of the folder). Inside identity.keys_cached(), each record loaded comes with the TestKey the index stored
+    (load)."""
 
     def ask(idx: ResultIndex, files: list[Path]) -> tuple[list[Head], dict, dict, dict]:
         keep, counts = idx.choose(files, images=images, runs=runs, digests=digests, ok_only=ok_only)
@@ -551,13 +532,12 @@ def select(
 
 
 def digest64(value) -> int:
-    """A signed 64-bit digest of `value` (numbers, texts, None, tuples and lists of them; anything else
-    by its repr) that the index can keep: equal values (by ==: 1 == 1.0 == True) give equal digests
-    in every process of one Python build, unlike Python's hash() of a str (salted per process) or of
-    None (its address). It is Python's hash of the value with each text replaced by its CRC-32 and
-    None by a constant (a number's hash is the same in every process; sys.hash_info is part of the
-    index's code fingerprint): ~2 µs for a row's few fields, where a blake2b of the repr took ~17 µs.
-    Unequal values share a digest now and then (a text has 32 bits): readers compare what it finds."""
+    """A signed 64-bit digest of `value` (numbers, texts, None, tuples and lists of them; anything else by its
+    repr) that the index can keep: equal values (by ==: 1 == 1.0 == True) give equal digests in every process
+    of one Python build, unlike hash() of a str (salted) or of None. It is Python's hash of the value with
+    each text replaced by its CRC-32 and None by a constant (sys.hash_info is part of the index's code
+    fingerprint). Unequal values share a digest now and then (a text has 32 bits): readers compare what it
+    finds."""
     return hash(_stable(value))
 
 
@@ -586,14 +566,12 @@ def _stable(v):
 
 
 class StoredImports:
-    """The records of a results folder that came from `toolkit import` (the index's `imported` rows),
-    asked by digest while an import reads its files (import_repeats.StoredRows): the index is brought
-    in line with the JSONL once, then each batch of rows is one query, so memory holds a batch, not
-    the folder, and the time per row does not grow with the folder. `any`, `timed`, `untimed`: whether
-    it holds such records, such records but md-table rows, md-table rows. Use as a context manager (the
-    index connection is closed after). A row found damaged (index_rows.check_places) has the index
-    rebuilt from the files as they were listed first, and the batch asked again.
-    StaleIndex (exit 8) when a record loaded by offset was rewritten meanwhile."""
+    """The records of a results folder that came from `toolkit import` (the index's `imported` rows), asked by
+    digest while an import reads its files (import_repeats.StoredRows): the index is brought in line with the
+    JSONL once, then each batch of rows is one query (memory holds a batch, not the folder). `any`, `timed`,
+    `untimed`: whether it holds such records, such records but md-table rows, md-table rows. A context manager
+    (closes the connection). A row found damaged (index_rows.check_places) has the index rebuilt and the batch
+    asked again. StaleIndex (exit 8) when a record loaded by offset was rewritten meanwhile."""
 
     def __init__(self, store: ResultStore) -> None:
         self.store, self.files = store, store.bench_files()
@@ -647,12 +625,11 @@ class StoredImports:
 
 
 def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> ResultIndex:
-    """The index of `store` brought in line with `files` (an in-memory one when results/ cannot hold
-    it, holds no record yet: a new folder, a dry run's, a folder of model files named by mistake got
-    .index.sqlite from a reader, nc48 S7, or is a folder `toolkit export-run` wrote: a customer's
-    folder, read, never written, or the user has no index key; a damaged index file, or one holding a row this user's toolkit did not write
-    (index_trust.check), deleted and built again). With `hold`, an index file comes in the read
-    transaction its check began (the caller's query reads what was checked, and commits)."""
+    """The index of `store` brought in line with `files`: an in-memory one when results/ cannot hold it, holds
+    no record yet (a new folder, a dry run's), is a folder `toolkit export-run` wrote (read, never written),
+    or the user has no index key; a damaged index file, or one holding a row this user's toolkit did not write
+    (index_trust.check), is deleted and built again. With `hold`, an index file comes in the read transaction
+    its check began (the caller's query reads what was checked, and commits)."""
     for attempt in (1, 2):
         try:
             on_disk = bool(files) and not exported_run(store.root)
@@ -692,11 +669,10 @@ def _opened(store: ResultStore, files: list[Path], *, hold: bool = False) -> Res
 
 
 def run_records(store: ResultStore, run_id: str) -> list[BenchRecord]:
-    """Every valid record of run `run_id` in `store`, in the order store.results() gives them, found by
-    the run's indexed id and loaded by byte offset: the cost is the run's, not the stored history's
-    (export-run of a run of 6 read all 240,000 records of its folder: over 300 s). Sets store.warnings
-    and store.refused as store.results() does; a file rewritten while read (StaleIndex) is indexed
-    again once."""
+    """Every valid record of run `run_id` in `store`, in the order store.results() gives them, found by the
+    run's indexed id and loaded by byte offset (the cost is the run's, not the stored history's). Sets
+    store.warnings and store.refused as store.results() does; a file rewritten while read (StaleIndex) is
+    indexed again once."""
     try:
         return load(heads(store, runs=[run_id]))
     except StaleIndex:

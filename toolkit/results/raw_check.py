@@ -123,12 +123,10 @@ _SOURCES = {"backends": ("backends", "backend", *OLD_BACKEND_FLAGS)}
 def made_problem(fields: dict[str, Any], raw: Any) -> str | None:
     """Why a llama-bench record's fields made from its raw row (`fields`: MADE and COUNTS and
     n_ubatch_effective, as stored) are not what they were made from, None when they are (or raw is no
-    llama-bench row): each of MADE is normalize(raw)'s reading of it, where raw states its source (an
-    md table without a backend column states none); n_ubatch_effective, where stored, is
-    effective_ubatch of the record's own counts (which raw_problem holds to raw), or, as stored before
-    2026-12-05, legacy_effective_ubatch's. Every record is
-    written as normalize(raw) (the import's _record, the runner's judge_row), so one that differs was
-    edited: a flash_attn of 7 or n_gpu_layers of -7 in the csv, a micro-batch the test never ran."""
+    llama-bench row): each of MADE is normalize(raw)'s reading of it, where raw states its source;
+    n_ubatch_effective, where stored, is effective_ubatch of the record's own counts (which raw_problem holds
+    to raw), or, as stored before 2026-12-05, legacy_effective_ubatch's. Every record is written as
+    normalize(raw) (the import's _record, the runner's judge_row), so one that differs was edited."""
     if not isinstance(raw, dict) or ("n_prompt" not in raw and "n_gen" not in raw):
         return None
     eff = fields.get("n_ubatch_effective")

@@ -36,26 +36,21 @@ def _own_samples(rec: BenchRecord, extra: dict[str, Any]) -> int | None:
 
 
 def contradiction(rec: BenchRecord) -> str | None:
-    """Why an ok record contradicts itself (a line edited after it was written), None when it does not:
-    a llama-bench record's test and axis against its token counts (the names llama_bench.check's
-    normalize gives them), and the figures every reader shows (its counts, avg_ts, stddev_ts and
-    samples_ts) through the one validity pass of llama-bench rows (llama_bench.validity.check_row: avg_ts
-    the mean of samples_ts, stddev_ts their stddev, each to 1 %); any record's telemetry energy
-    (telemetry_check.energy_contradiction, the rule `toolkit import` applies) and its figures
-    (telemetry_flags.figures_problem: a busy mean of 500 %, a 900 °C reading); a served record's avg_ts
-    against its served block and result (served_check), a vLLM or SGLang serve record's n_prompt,
-    n_gen and concurrency against its own result (served_settings_problem), an imported vLLM or
-    SGLang serve record's result against the rules its import held it to (vllm output.serve_problem,
-    serve_timing_problem: _SERVE_PEAKS); a `vllm bench latency` record's speed and samples against its own result
-    (vllm output.latency_record_problem); a llama-bench record's token counts and number
-    of samples against its own `raw` row, the row they were made from (raw_check: a pp128 relabelled
-    pp4096, repetitions dropped; a model_size above its model file's size: size_problem), and the
-    other fields made from it (made_problem: a flash_attn or
-    n_gpu_layers edited, another build_commit, an effective micro-batch its counts do not give); its test_time against when its image was built and when the record
-    was written (time_check.times_problem). raw's samples_ns values are not held to samples_ts (the
-    telemetry window reads them as timed time).
-    Run where a line is validated (bench_record: ResultStore.results and the query index when it reads
-    a file), not where the index loads a line it validated (the same bytes, the same answer)."""
+    """Why an ok record contradicts itself (a line edited after it was written), None when it does not: a
+    llama-bench record's test and axis against its token counts (llama_bench.check's normalize), and the
+    figures every reader shows through the one validity pass of llama-bench rows
+    (llama_bench.validity.check_row); any record's telemetry energy (telemetry_check.energy_contradiction, the
+    rule `toolkit import` applies) and its figures (telemetry_flags.figures_problem); a served record's avg_ts
+    against its served block and result (served_check), a vLLM or SGLang serve record's n_prompt, n_gen and
+    concurrency against its own result (served_settings_problem), an imported vLLM or SGLang serve record's
+    result against the rules its import held it to (vllm output.serve_problem, serve_timing_problem:
+    _SERVE_PEAKS); a `vllm bench latency` record's speed and samples against its own result (vllm
+    output.latency_record_problem); a llama-bench record's token counts and number of samples against its own
+    `raw` row (raw_check; a model_size above its model file's size: size_problem), and the other fields made
+    from it (made_problem); its test_time against when its image was built and when the record was written
+    (time_check.times_problem). raw's samples_ns values are not held to samples_ts (the telemetry window reads
+    them as timed time). Run where a line is validated (bench_record: ResultStore.results and the query index
+    when it reads a file), not where the index loads a line it validated (the same bytes, the same answer)."""
     if rec.status != "ok":
         return None
     extra = rec.model_extra or {}

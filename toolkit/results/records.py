@@ -235,12 +235,11 @@ output): the report names its image alone."""
 class BenchRecord(BaseModel):
     """One measured (or failed) test: one llama-bench output row, or one vLLM / SGLang measurement.
 
-    tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt`
-    (prefill) or `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is
-    min(n_ubatch, n_batch, n_prompt) (llama.cpp clamps; llama_bench.check.effective_ubatch; before
-    2026-12-05 stored as min(n_ubatch, n_batch, n_prompt + n_gen + n_depth)). `raw` keeps the tool's record unchanged, unknown fields included.
-    `timing` uses the names of TIMING_FIELDS; read it with `timing_value`, which also reads older names.
-    """
+    tok/s fields (`avg_ts`, `stddev_ts`, `samples_ts`) are tokens per second over `n_prompt` (prefill) or
+    `n_gen` (decode) tokens. `n_ubatch` is what was asked; `n_ubatch_effective` is min(n_ubatch, n_batch,
+    n_prompt) (llama_bench.check.effective_ubatch; before 2026-12-05 stored as legacy_effective_ubatch). `raw`
+    keeps the tool's record unchanged, unknown fields included. `timing` uses the names of TIMING_FIELDS; read
+    it with `timing_value`, which also reads older names."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -303,16 +302,12 @@ class BenchRecord(BaseModel):
         identical samples, and a crashed timer can give `inf`).
 
         - avg_ts or any sample NaN/inf/negative, above MAX_TOKENS_PER_S or below MIN_TOKENS_PER_S: refused
-          (ValueError naming the field); an ok record without a tok/s, or below MIN_TOKENS_PER_S (a
-          latency of 1e22 s rounds to 0), is refused too (as llama_bench.validity.check_row refuses a row);
-        - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, and the
-          field is listed in `repaired`;
+          (ValueError naming the field); so is an ok record without a tok/s (as llama_bench.validity.check_row);
+        - stddev_ts NaN/inf: recomputed from samples_ts (sample stddev, >= 2 samples) or None, listed in `repaired`;
         - one sample: stddev_ts is None (unknown; llama-bench writes 0);
         - `raw` keeps the tool's record with non-finite floats as null, so every line stays valid JSON;
-        - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused (a
-          30-digit count in a hand-edited line broke the plots); one below 0, or a batch of 0 tokens,
-          refused as llama_bench.validity.check_row refuses it at import (`n_depth is -5: expected >= 0`).
-        """
+        - a token count (n_prompt, n_gen, n_depth, n_batch, n_ubatch) above MAX_TOKENS: refused; one below 0, or a
+          batch of 0 tokens, refused as check_row refuses it at import (`n_depth is -5: expected >= 0`)."""
         fields = self.__dict__
         for name in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "n_ubatch_effective"):
             count = fields[name]
@@ -645,11 +640,10 @@ class ResultStore:
         return paths
 
     def add_record_lines(self, items: Sequence[tuple[str, bytes, bytes]]) -> list[Path]:
-        """add_results for records already validated and written out as JSON: (image digest, the
-        record's compact JSON up to its `"seq":` value, the rest of it) triples; the store puts its next
-        sequence number between the two. One sequence reservation, one write and one fsync per
-        bench.jsonl per batch of BATCH (a streamed import writes a million records this way, with no
-        model built or dumped again). Returns each record's file; a failed write as add_results."""
+        """add_results for records already validated and written out as JSON: (image digest, the record's
+        compact JSON up to its `"seq":` value, the rest of it) triples; the store puts its next sequence
+        number between the two. One sequence reservation, one write and one fsync per bench.jsonl per batch of
+        BATCH. Returns each record's file; a failed write as add_results."""
         if len(items) > self.BATCH:
             return [
                 p
@@ -749,12 +743,10 @@ class ResultStore:
 
 @dataclass
 class Saver:
-    """A run's writer of the store: each record appended whole or absent, never cut by a signal.
-
-    `saved` counts the records written by this run (`failed` of them failed rows); `files` their bench.jsonl files.
-    `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now
-    and those alive at the previous save (`seen`), so a run that ended while a test was measured (alive
-    when the one before it was saved, llama-bench's next test starting right after) still flags it."""
+    """A run's writer of the store: each record appended whole or absent, never cut by a signal. `saved`
+    counts the records written by this run (`failed` of them failed rows); `files` their bench.jsonl files.
+    `concurrent` (a callable giving the other live runs) flags records written meanwhile: those alive now and
+    those alive at the previous save (`seen`: a run that ended while a test was measured still flags it)."""
 
     store: ResultStore
     concurrent: Callable[[], list[str]] = lambda: []

@@ -88,9 +88,7 @@ def served_settings_problem(
     requests' prompts; both runners and the import ask fixed lengths, so the mean is the length within
     ALIGN_TOKENS: the import refuses a file named otherwise), the concurrency (`engine`'s) against the
     result's max_concurrency, n_gen against the served block's requested_output_tokens over the
-    record's num_prompts (the runner and the import write exactly that product). A stored vLLM serve
-    record edited to n_prompt 4096, n_gen 512 or c64 was shown `c64 in4096 out512` beside a result of
-    c2, 128 and 32 tokens a request."""
+    record's num_prompts (the runner and the import write exactly that product)."""
     engine = engine if isinstance(engine, dict) else {}
     block = block if isinstance(block, dict) else {}
     done, tokens = _figure(raw.get("completed")), _figure(raw.get("total_input_tokens"))

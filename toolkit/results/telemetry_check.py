@@ -124,12 +124,10 @@ def choose_energy(
 
 
 def _source_problem(sid: str, g: Mapping[str, Any], e: float) -> str | None:
-    """Why GPU `sid`'s valid energy `e` (its energy_j, J) and energy_source are not what choose_energy
-    gives over the two results its own block states (energy_counter_j and energy_integrated_j, each with
-    its invalid reason), None where they are or it states neither (an older writer): window_summary
-    stores the choice beside both, so an energy labelled `counter` beside no valid counter escaped the
-    integral's own rule (energy_rule: an averaged power over a window shorter than its sensor's average),
-    and a counter the integral contradicts beyond ENERGY_AGREE_TOL passed as valid."""
+    """Why GPU `sid`'s valid energy `e` (its energy_j, J) and energy_source are not what choose_energy gives
+    over the two results its own block states (energy_counter_j and energy_integrated_j, each with its invalid
+    reason), None where they are or it states neither (an older writer): window_summary stores the choice
+    beside both."""
     if "energy_counter_j" not in g or "energy_integrated_j" not in g:
         return None
     cj, ij = finite_number(g.get("energy_counter_j")), finite_number(g.get("energy_integrated_j"))
@@ -222,10 +220,9 @@ def _boards(boards: dict[str, Any], energy: float, duration: float, board: float
 
 
 def board_power_w(gpu_info: Any) -> float | None:
-    """The highest rated board power (core.gpuspecs GpuSpec.board_power_w: AMD's TBP, NVIDIA's maximum
-    TDP; its board_power_max_w where partner boards are sold and set above it: a Sapphire NITRO+ RX 7900
-    XTX at 420 W x 115 %) of the GPUs llama-bench's `gpu_info` names (its descriptions joined by ", "),
-    W; None where it names none, or any the table knows no board power of (then only POWER_W holds a
+    """The highest rated board power (core.gpuspecs GpuSpec.board_power_w, or its board_power_max_w where
+    partner boards are set above it) of the GPUs llama-bench's `gpu_info` names (its descriptions joined by ",
+    "), W; None where it names none, or any the table knows no board power of (then only POWER_W holds a
     block)."""
     if not isinstance(gpu_info, str) or not gpu_info.strip():
         return None
@@ -306,14 +303,13 @@ def _tokens(t: Mapping[str, Any], row: Mapping[str, Any], energy: float, duratio
 
 def energy_rule(t: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, str] | None:
     """(reason code of energy.ENERGY_REASONS, why) where the valid energy block `t` claims is one
-    toolkit.analysis.energy would not give its window (the rules restated above
-    NVML_POWER_AVG_MIN_WINDOW_S), None where it claims none or its figures meet them or do not say: a
-    window without the test's edges; a GPU's integrated averaged power over a window shorter than its
-    sensor's average allows, or its counter over fewer than COUNTER_MIN_STEPS of its measured steps; a
-    window holding untimed work beyond the row's timed repetitions (`row`'s samples_ns, ns). Not a
-    contradiction: a block written before a rule existed (the H200 sweep's last window ran to process
-    exit, 16 % past its timed repetitions) is a measurement whose energy is not the test's; its speed
-    stays (import: energy_refused; the report: no tok/J, the reason a flag)."""
+    toolkit.analysis.energy would not give its window (the rules restated above NVML_POWER_AVG_MIN_WINDOW_S),
+    None where it claims none or its figures meet them or do not say: a window without the test's edges; a
+    GPU's integrated averaged power over a window shorter than its sensor's average allows, or its counter
+    over fewer than COUNTER_MIN_STEPS of its measured steps; a window holding untimed work beyond the row's
+    timed repetitions (`row`'s samples_ns, ns). Not a contradiction (a block written before a rule
+    existed): its energy is not the test's, its speed stays (import: energy_refused; the report: no
+    tok/J, the reason a flag)."""
     duration = finite_number(t.get("duration_s"))
     gpus = t.get("gpus")
     if t.get("energy_valid") is not True or duration is None or duration <= 0 or not isinstance(gpus, dict):
@@ -384,12 +380,11 @@ def _utc(t: float) -> str:
 def window_contradiction(
     t: Mapping[str, Any], row: Mapping[str, Any], now: float | None = None, clock: str = "this host's clock"
 ) -> str | None:
-    """Why the window of block `t` (t0, t1: Unix times) cannot be the window of llama-bench row `row`,
-    None when it can or says no time: the future check of the row's own test_time (llama_bench.check:
-    more than FUTURE_SLACK_S after this host's clock, `now`) applied to the window's end, and to the
-    window against the row's test_time, either way (llama-bench stamps test_time as it sets the test up,
-    just before its warm-up and timed repetitions: a window a day from it measured another test).
-    `clock`: what `now` is, as the reason names it (a stored record's `created`)."""
+    """Why the window of block `t` (t0, t1: Unix times) cannot be the window of llama-bench row `row`, None
+    when it can or says no time: the future check of the row's own test_time (llama_bench.check: more than
+    FUTURE_SLACK_S after `now`) applied to the window's end, and to the window against the row's test_time,
+    either way (llama-bench stamps test_time just before its warm-up and timed repetitions). `clock`: what
+    `now` is, as the reason names it (a stored record's `created`)."""
     t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
     end = t1 if t1 is not None else t0
     now = time.time() if now is None else now
@@ -438,10 +433,9 @@ both in milliwatts (hwmon power1_cap and power1_cap_default; NVML's enforced and
 
 def cap_below_default(cap: Any, default: Any) -> bool:
     """Whether power cap `cap` (W) lies below the board's default cap `default` (W) by more than
-    CAP_STOCK_SLACK_W: the one statement of power-not-stock's cap rule, read by the sampler's
-    host.telemetry.discover.not_stock_reasons (per sample) and by every reader of a stored window
-    (telemetry_flags.window_flags: a window whose own cap_w and cap_default_w show it raises the flag
-    whatever its not_stock list says). A value that is no finite number counts as not stated."""
+    CAP_STOCK_SLACK_W: the one statement of power-not-stock's cap rule
+    (host.telemetry.discover.not_stock_reasons per sample, telemetry_flags.window_flags on a stored window). A
+    value that is no finite number counts as not stated."""
     c, d = finite_number(cap), finite_number(default)
     return c is not None and d is not None and c < d - CAP_STOCK_SLACK_W
 

@@ -100,11 +100,9 @@ USER_HZ = 100
 
 
 def tick_noise_cores(cpus: Any, span_s: Any) -> float:
-    """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores:
-    each online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges.
-    A window that cannot be widened to results.window_check.HOST_MIN_WINDOW_S (the first test of a run
-    starts ~30 ms after its container: 0.04 s read 2.5 busy cores on 2) reads this much noise; 0 when
-    unknown."""
+    """The most /proc/stat's tick counts can misstate a CPU rate read over `span_s` seconds, in cores: each
+    online CPU's counter is whole ticks (1/USER_HZ s), so up to one tick per CPU between the edges. A window
+    that cannot be widened to results.window_check.HOST_MIN_WINDOW_S reads this much noise; 0 when unknown."""
     c, s = finite_number(cpus), finite_number(span_s)
     if c is None or s is None or c <= 0 or s <= 0:
         return 0.0
@@ -262,16 +260,13 @@ UNSUPPORTED = "flag-unsupported"
 
 def checked_flags(stored: Sequence[str], t: Any) -> list[str]:
     """The flags a reader shows for a record's stored flags `stored` and its stored telemetry block `t`
-    (window_summary's shape), by the one rule the bench raised them by (window_flags): a stored
-    telemetry flag (a name of _EVIDENCE) that the block raises now, or shows what raised it under the
-    rule it was written with (flag_unsupported: None), stays where it stood; one the block shows nothing
-    of becomes `flag-unsupported:<flag>` (a hand edit, or a file of another tool: it holds nothing);
-    a flag the block raises that is not stored is added after them (OWN_PIDS_FLAGS only from a block
-    that names its own pids). Other
-    flags (stale-build, runs-disagree, ...) stay as stored (identity.shown_flags holds them to the
-    record's fields). `t` not a dict (no telemetry): each telemetry flag `flag-unsupported:<flag>`
-    (flags and their block are stored together since schema 2: no block shows nothing), the others as
-    stored."""
+    (window_summary's shape), by the one rule the bench raised them by (window_flags): a stored telemetry flag
+    (a name of _EVIDENCE) that the block raises now, or shows what raised it under the rule it was written
+    with (flag_unsupported: None), stays where it stood; one the block shows nothing of becomes
+    `flag-unsupported:<flag>`; a flag the block raises that is not stored is added after them (OWN_PIDS_FLAGS
+    only from a block that names its own pids). Other flags stay as stored (identity.shown_flags holds them).
+    `t` not a dict (no telemetry): each telemetry flag `flag-unsupported:<flag>` (flags and their block are
+    stored together since schema 2), the others as stored."""
     if not isinstance(t, Mapping):  # no block: nothing shows what raised a telemetry flag
         return [
             f"{UNSUPPORTED}:{f}" if f.partition(":")[0] in _EVIDENCE else f for f in dict.fromkeys(stored)
@@ -352,11 +347,9 @@ def _sample_counts_problem(
     g: Mapping[str, Any], named: list[tuple[str, Any, tuple[float, float]]]
 ) -> str | None:
     """Why GPU summary `g`'s counts of samples cannot be its window's (the GPU's id left to the caller):
-    `samples` (the readings inside the window) no whole number >= 0; a count of SAMPLE_COUNTS above it
-    (a throttle reason held in 6 samples of a 1-sample window raised `throttled`); a window of no
-    sample stating a figure read from its samples (`named`: the keys figures_problem ranges, those of
-    _FROM_SAMPLES: means, medians, maxima, temperatures; a busy mean and idle clock in no sample raised
-    `clock-idle`): window_summary writes None for each (an empty _stats). A block without `samples`
+    `samples` (the readings inside the window) no whole number >= 0; a count of SAMPLE_COUNTS above it; a
+    window of no sample stating a figure read from its samples (`named`: the keys figures_problem ranges,
+    those of _FROM_SAMPLES): window_summary writes None for each (an empty _stats). A block without `samples`
     (an older writer) is held to nothing here."""
     n = finite_number(g.get("samples"))
     if g.get("samples") is None:
@@ -377,12 +370,10 @@ def _sample_counts_problem(
 
 
 def _throttle_share_problem(g: Mapping[str, Any]) -> str | None:
-    """Why GPU summary `g`'s throttle shares are not its throttle counts over its throttle_samples (the
-    GPU's id left to the caller), None where they are or it states no counts (an older writer):
-    window_summary writes both from one count per reason (bench.observe._throttle_counts:
-    share = count / throttle_samples, the same reasons), so a reason with a share and no count, or a
-    share that is not its count's (to 0.01: a copy rounded to two decimals), is no window's (a share of
-    1.0 beside a count of 0 kept `throttled:hw-thermal`, held by the share alone)."""
+    """Why GPU summary `g`'s throttle shares are not its throttle counts over its throttle_samples (the GPU's
+    id left to the caller), None where they are or it states no counts (an older writer): window_summary
+    writes both from one count per reason (bench.observe._throttle_counts: share = count / throttle_samples),
+    so a reason with a share and no count, or a share that is not its count's (to 0.01), is no window's."""
     shares, counts = _map(g.get("throttle_share")), g.get("throttle_count")
     n = finite_number(g.get("throttle_samples"))
     if not isinstance(counts, Mapping) or not n:
@@ -431,20 +422,17 @@ or was refused a valid energy, as the power ranges are."""
 
 
 def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
-    """Why the figures of a stored telemetry block `t` (window_summary's shape) cannot be a window's,
-    None where they can (or `t` is no dict): a window of no time (duration_s <= 0, t1 before t0; where it
-    claims a valid energy, telemetry_check.energy_contradiction says so); a GPU
-    figure outside its sensor's physical range (FIGURE_RANGES: a busy mean of 500 %, a 900 °C
-    temperature, a 0 MHz clock median), a power cap (cap_w, cap_default_w) outside POWER_W or above
-    CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w: no driver lets a
-    10 kW cap be set on a 700 W H200), a throttle share outside 0-1 or counted in more samples than
-    the window read, a count of samples above the window's `samples` or a figure stated in a window of
-    none (_sample_counts_problem), a minimum above its median or a mean above its maximum (_ORDERED); the host's
-    online CPUs outside 1-MAX_CPUS or a fraction, its CPU pressure or steal outside 0-100 %, its busy or other processes'
-    cores below 0 or beyond the cores it has (5 % and the tick counts' noise aside, as window_summary
-    reads them), an achieved sampling rate below 0; sampling figures its length cannot hold
-    (window_check.window_problem: samples, period_s, max_gap_s, procs_max, a load average). window_summary never writes such a figure, and the
-    flags (window_flags) and energy are read from them: a block holding one was edited."""
+    """Why the figures of a stored telemetry block `t` (window_summary's shape) cannot be a window's, None
+    where they can (or `t` is no dict): a window of no time (duration_s <= 0, t1 before t0); a GPU figure
+    outside its sensor's physical range (FIGURE_RANGES), a power cap (cap_w, cap_default_w) outside POWER_W or
+    above CAP_SLACK x the rated power of the board the row's `gpu_info` names (board_power_w), a throttle
+    share outside 0-1 or counted in more samples than the window read, a count of samples above the window's
+    `samples` or a figure stated in a window of none (_sample_counts_problem), a minimum above its median or a
+    mean above its maximum (_ORDERED); the host's online CPUs outside 1-MAX_CPUS or a fraction, its CPU
+    pressure or steal outside 0-100 %, its busy or other processes' cores below 0 or beyond the cores it has
+    (5 % and the tick counts' noise aside), an achieved sampling rate below 0; sampling figures its length
+    cannot hold (window_check.window_problem). window_summary never writes such a figure: a block holding one
+    was edited."""
     if not isinstance(t, Mapping):
         return None
     t0, t1 = finite_number(t.get("t0")), finite_number(t.get("t1"))
@@ -481,11 +469,10 @@ def figures_problem(t: Any, gpu_info: Any = None) -> str | None:
 
 
 def _vendor_problem(gpus: Mapping[str, Any], gpu_info: Any) -> str | None:
-    """Why a block's GPUs cannot be the ones its row ran on, None where they can or it is not known: the
-    row's `gpu_info` names only cards of known vendors (board_vendors) and no GPU of the block is of one
-    (an AMD card's energy and flags beside a CUDA row on an NVIDIA H200 gave that row's tok/J). The
-    sampler reads every GPU of a vendor the run can use (bench.observe.gpus_for_run: an iGPU beside the
-    card is read too), so a block holding the row's card and others is one."""
+    """Why a block's GPUs cannot be the ones its row ran on, None where they can or it is not known: the row's
+    `gpu_info` names only cards of known vendors (board_vendors) and no GPU of the block is of one. The
+    sampler reads every GPU of a vendor the run can use (bench.observe.gpus_for_run), so a block holding the
+    row's card and others is one."""
     named = board_vendors(gpu_info)
     said = {str(g.get("vendor")) for g in gpus.values() if isinstance(g, Mapping)}
     if not named or not said or named & said:
@@ -504,12 +491,10 @@ tests/data, shared/cases and results/: 4e-16); this leaves room for a copy round
 
 
 def _host_share_problem(host: Mapping[str, Any]) -> str | None:
-    """Why a host block's other processes' CPU (`other_cpu_cores_mean`, what host-busy reads) is more than
-    its busy CPU (`busy_cores_mean`) leaves beside the benchmark's own (`own_cpu_cores_mean`) and the
-    toolkit's (`harness_cpu_cores_mean`), None where it is not or one is not stated: window_summary
-    computes it as exactly that difference (cpu_busy_s less own_cpu_s and harness_cpu_s over one span,
-    floored at 0), so 15.5 other cores on a host whose every process together kept 1.2 busy raised
-    host-busy where the block's own total says no other process ran."""
+    """Why a host block's other processes' CPU (`other_cpu_cores_mean`, what host-busy reads) is more than its
+    busy CPU (`busy_cores_mean`) leaves beside the benchmark's own (`own_cpu_cores_mean`) and the toolkit's
+    (`harness_cpu_cores_mean`), None where it is not or one is not stated: window_summary computes it as
+    exactly that difference (cpu_busy_s less own_cpu_s and harness_cpu_s over one span, floored at 0)."""
     busy, other = finite_number(host.get("busy_cores_mean")), finite_number(host.get("other_cpu_cores_mean"))
     if busy is None or other is None:
         return None

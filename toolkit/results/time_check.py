@@ -25,14 +25,13 @@ IMAGE_CREATED = "org.opencontainers.image.created"
 
 
 def times_problem(rec: BenchRecord) -> str | None:
-    """Why `rec`'s test_time cannot be when it was measured, None where it can or a time is not stated
-    (no test_time: md, sql, vLLM; an image without the label; an unreadable `created` is the schema's):
-    before EARLIEST_TEST_TIME (as the import refuses it: a stored 2019 one was shown as measured), more
-    than FUTURE_SLACK_S before its image's `org.opencontainers.image.created`, or after its own
-    `created` (a future `created` is clock-skew, records.py: never refused by the reader's clock); a
-    vLLM record's `date` held to its `created` the same way (local_date_problem); its test_time or
-    `created` before the start its own run id names (_before_its_run); then its telemetry window's
-    times against its test_time and when it was written (_window_problem)."""
+    """Why `rec`'s test_time cannot be when it was measured, None where it can or a time is not stated (no
+    test_time: md, sql, vLLM; an image without the label; an unreadable `created` is the schema's): before
+    EARLIEST_TEST_TIME (as the import refuses it), more than FUTURE_SLACK_S before its image's
+    `org.opencontainers.image.created`, or after its own `created` (a future `created` is clock-skew,
+    records.py: never refused by the reader's clock); a vLLM record's `date` held to its `created` the same
+    way (local_date_problem); its test_time or `created` before the start its own run id names
+    (_before_its_run); then its telemetry window's times (_window_problem)."""
     raw = rec.raw if isinstance(rec.raw, dict) else {}
     written = parse_test_time(rec.created)
     # the record's own times first: a window is held to them
@@ -64,13 +63,12 @@ def _stated_times_problem(rec: BenchRecord, raw: dict[str, Any], written: dateti
 
 
 def _window_problem(rec: BenchRecord, raw: dict[str, Any], written: datetime | None) -> str | None:
-    """Why `rec`'s telemetry window (t0, t1) cannot be its test's, None where it can or names no time:
-    the rule `toolkit import` holds a row's window to (telemetry_check.window_contradiction: more than
-    FUTURE_SLACK_S from the row's test_time either way), held on read too (a stored window moved 400 days
-    from its test kept its energy and flags as the test's), with its end against when the record was
-    written where that is after the window (`created`: a llama-bench row is saved after its result row,
-    an import after its file was measured; a vLLM or SGLang record's is its run's start, before its
-    windows, so there its end is not held: a future `created` is clock-skew, not a refusal)."""
+    """Why `rec`'s telemetry window (t0, t1) cannot be its test's, None where it can or names no time: the
+    rule `toolkit import` holds a row's window to (telemetry_check.window_contradiction: more than
+    FUTURE_SLACK_S from the row's test_time either way), held on read too, with its end against when the
+    record was written where that is after the window (`created`: a llama-bench row is saved after its result
+    row, an import after its file was measured; a vLLM or SGLang record's is its run's start, before its
+    windows, so there its end is not held)."""
     t = rec.telemetry
     if not isinstance(t, dict):
         return None
@@ -84,14 +82,11 @@ def _window_problem(rec: BenchRecord, raw: dict[str, Any], written: datetime | N
 
 def _before_its_run(rec: BenchRecord, written: datetime | None, ran: datetime | None) -> str | None:
     """Why record `rec` says it was written (`written`: its `created`) or measured (`ran`: its raw row's
-    test_time) before the run that made it started, None where not (or it names no such start): a run
-    id of this toolkit's (records.RUN_ID, `YYYYMMDDTHHMMSSZ-hex6`, new_run_id: now() as the run starts;
-    a campaign job's `<campaign id>-jN` opens with its campaign's, made before its jobs) names its
-    start, and every record of it is measured and written after that, by the clock of the host that
-    measured it; more than FUTURE_SLACK_S before (a campaign's coordinator and its hosts' clocks) is
-    no time of this run (a test_time moved back six months was shown as measured then, and ordered
-    behind the run's other records). An import's run id (`import-...`) names when it was imported, not
-    measured, and is not held."""
+    test_time) before the run that made it started, None where not (or it names no such start): a run id of
+    this toolkit's (records.RUN_ID, `YYYYMMDDTHHMMSSZ-hex6`, new_run_id; a campaign job's `<campaign id>-jN`
+    opens with its campaign's) names its start, and every record of it is measured and written after that;
+    more than FUTURE_SLACK_S before is no time of this run. An import's run id (`import-...`) names when it
+    was imported, not measured, and is not held."""
     from toolkit.results.records import run_id_start  # records imports this module (through record_check)
 
     start = run_id_start(rec.run_id) if "imported" not in (rec.model_extra or {}) else None

@@ -118,13 +118,12 @@ class Outcome:
 
 
 def _file_state_cached(lm: LoadedMatrix, kind: str, path: Path, compute: Callable[[], str]) -> str:
-    """`compute()` once per state of `path`, cached in .toolkit/sha256-cache.json under `kind` and
-    (path, size, mtime, device, inode, ctime). ctime cannot be set back by a user (`touch -d`,
-    os.utime and every write move it), so a file changed in place with its size and mtime kept is
-    checked again. A cache that cannot be written (read-only project) is skipped, never an error; one
-    that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a regular file: a
-    FIFO there would block the read forever) counts as empty. One entry per (kind, file): a new state
-    of a file replaces its older ones."""
+    """`compute()` once per state of `path`, cached in .toolkit/sha256-cache.json under `kind` and (path,
+    size, mtime, device, inode, ctime). ctime cannot be set back by a user, so a file changed in place with
+    its size and mtime kept is checked again. A cache that cannot be written (read-only project) is skipped,
+    never an error; one that cannot be read as JSON (absent, not UTF-8, not JSON, nested too deep, not a
+    regular file) counts as empty. One entry per (kind, file): a new state of a file replaces its older ones.
+    """
     cache_file = lm.root / ".toolkit" / "sha256-cache.json"
     raw = jsonsafe.read_regular_file(cache_file)  # a FIFO there must not block
     try:

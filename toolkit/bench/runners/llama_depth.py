@@ -160,11 +160,9 @@ def fitting_depths(ctx: RunContext) -> tuple[list[int], list[str]]:
 
 
 def kv_shape(ctx: RunContext, path: Path) -> KvShape | None:
-    """gguf_kv_shape of the model file at `path`, read once per state of the file (cached beside its
-    sha256 in .toolkit/: reading the header walks every tensor's info (toolkit.models.gguf_meta), which
-    a bench asked for on each of its four looks at the depth plan). The cache's kind, "kv-shape-layers",
-    names the per-layer rule: an entry of the first-item rule ("kv-shape", a hybrid model's KV
-    overestimated) is not read."""
+    """gguf_kv_shape of the model file at `path`, read once per state of the file (cached beside its sha256 in
+    .toolkit/: reading the header walks every tensor's info). The cache's kind, "kv-shape-layers", names the
+    per-layer rule: an entry of the first-item rule ("kv-shape") is not read."""
 
     def read() -> str:
         shape = gguf_kv_shape(str(path))
@@ -202,11 +200,10 @@ _TEST_FIELDS = ("n_prompt", "n_gen", "n_depth")
 
 
 def repetition_seconds(r: BenchRecord) -> float:
-    """Seconds one timed repetition of `r`'s test took: the mean over its samples of (n_prompt +
-    n_gen) / that sample's tok/s (each repetition's own time), else (n_prompt + n_gen) / avg_ts where
-    it lists none. Not tokens / mean tok/s: on noisy samples that is far shorter than they took (a
-    busy host's tg128, 5 repetitions at 6-940 tok/s: 1.5 s for 22.6 s measured; its whole run
-    136 s planned for 196 s). inf where a sample or avg_ts is 0 (the caller drops it)."""
+    """Seconds one timed repetition of `r`'s test took: the mean over its samples of (n_prompt + n_gen) / that
+    sample's tok/s (each repetition's own time), else (n_prompt + n_gen) / avg_ts where it lists none. Not
+    tokens / mean tok/s: on noisy samples that is far shorter than they took. inf where a sample or avg_ts is
+    0 (the caller drops it)."""
     tokens = r.n_prompt + r.n_gen
     samples = list(r.samples_ts) or [r.avg_ts or 0.0]
     return math.inf if min(samples) <= 0 else sum(tokens / s for s in samples) / len(samples)
@@ -215,12 +212,11 @@ def repetition_seconds(r: BenchRecord) -> float:
 def measured_seconds(
     store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
 ) -> tuple[int, float]:
-    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case,
-    the seconds of one repetition (repetition_seconds) x axes.repetitions of the newest ok llama-bench
-    record of the same image name, model name and test (the one test identity's case fields: n_prompt, n_gen, n_depth,
-    n_batch, n_ubatch, flash attention, layers, threads where the matrix sets them), measured on this
-    host (a campaign host's records, `host.key`, measure another machine). Cases never measured
-    are not counted. Asks the query index: one record per test, not the history."""
+    """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case, the
+    seconds of one repetition (repetition_seconds) x axes.repetitions of the newest ok llama-bench record of
+    the same image name, model name and test (the one test identity's case fields), measured on this host (a
+    campaign host's records, `host.key`, measure another machine). Cases never measured are not counted. Asks
+    the query index: one record per test, not the history."""
 
     def timed(r: BenchRecord) -> tuple[tuple, float] | None:
         if r.method != "llama-bench" or not r.avg_ts:

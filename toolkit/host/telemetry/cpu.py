@@ -121,20 +121,16 @@ class HostSource:
       CPUs, /proc/stat, USER_HZ), `cpu_total_s` (the first eight fields), `steal_s`, `psi_some_us`
       (/proc/pressure/cpu `some total=`; None when PSI is absent or off: not an error), `own_cpu_s`
       (what `own_cpu_seconds()` returns: the benchmark's cumulative CPU seconds; None without one),
-      `harness_cpu_s` (the sampling process's own CPU seconds, all its threads: the toolkit that runs
-      the benchmark, its sampler, engine client and row handling; time.process_time);
+      `harness_cpu_s` (the sampling process's own CPU seconds, all its threads; time.process_time);
     - rates since the previous read (None on the first): `busy_cores`, `own_cpu_cores`,
-      `other_cpu_cores` = (busy − own − harness) / elapsed wall seconds, i.e. CPU used by processes
-      other than the benchmark and the toolkit running it, in cores (None without `own_cpu_seconds`), `steal_pct` (of all CPU time),
-      `psi_some_pct` (% of wall time with some task waiting for a CPU).
+      `other_cpu_cores` = (busy − own − harness) / elapsed wall seconds, in cores (None without
+      `own_cpu_seconds`), `steal_pct` (of all CPU time), `psi_some_pct` (% of wall time with some task
+      waiting for a CPU).
 
-    `own_cpu_seconds`: e.g. `lambda: cgroup_cpu_seconds(container_cgroup)` or
-    `lambda: process_tree_cpu_seconds(pid)`; `harness_cpu_seconds`: this process's CPU seconds
-    (time.process_time). Roots and both callables are parameters for tests.
-
-    Its reads are not time-boxed on a thread of their own (`reads_cannot_block`: the kernel answers
-    /proc and cgroup counters from memory, where a GPU's sysfs file or driver call can hang); that
-    thread cost the sampler ~0.13 ms of CPU per 10-Hz tick, twice the read itself."""
+    `own_cpu_seconds`: e.g. `lambda: cgroup_cpu_seconds(container_cgroup)` or `lambda:
+    process_tree_cpu_seconds(pid)`; `harness_cpu_seconds`: this process's CPU seconds. Roots and both
+    callables are parameters for tests. Its reads are not time-boxed (`reads_cannot_block`: the kernel answers
+    /proc and cgroup counters from memory)."""
 
     reads_cannot_block = True
 

@@ -19,21 +19,19 @@ from toolkit.results import make_folders, open_below
 
 
 class Sampler:
-    """Reads every source `rate_hz` times a second on a background thread, from start() to stop()
-    (or as a context manager). Each sample is the source's dict plus `t` (wall time, time.time(),
-    midpoint of the read), `source` and `read_ms`; a read that raises gives
-    {"t", "source", "error"} instead and sampling goes on. Samples are kept in memory
-    (`samples`, about 1-2 KB each: ~50 MB per hour for a host and one GPU at 10 Hz) and, with
-    `trace_path`, appended to it as JSONL as they come (flushed, not fsynced, per line; the first
-    line is a header {"telemetry_trace": 1, "rate_hz", "sources", "started_t"}).
+    """Reads every source `rate_hz` times a second on a background thread, from start() to stop() (or as a
+    context manager). Each sample is the source's dict plus `t` (wall time, time.time(), midpoint of the
+    read), `source` and `read_ms`; a read that raises gives {"t", "source", "error"} instead and sampling goes
+    on. Samples are kept in memory (`samples`, about 1-2 KB each) and, with `trace_path`, appended to it as
+    JSONL as they come (flushed, not fsynced, per line; the first line is a header {"telemetry_trace": 1,
+    "rate_hz", "sources", "started_t"}).
 
-    `rate_hz` must be ≥ 10: edges of windows are interpolated between samples, and the H200 case
-    (shared/cases/h200-telemetry) was sampled at 20 Hz. Ticks are scheduled on the monotonic clock;
-    a tick that overruns is skipped, not queued (`missed_ticks` counts them). Every read is time-boxed
-    (`read_timeout_s`, readers.timeboxed; but a source's whose `reads_cannot_block` is true: /proc
-    and cgroup counters, which the kernel answers from memory): a source whose read does not return (a wedged GPU's sysfs
-    file) gives one sample {"error", "dropped": True} and is read no more (`dropped`: id -> why), so
-    the sampler, and the run it observes, never stop on a sensor."""
+    `rate_hz` must be ≥ 10 (edges of windows are interpolated between samples). Ticks are scheduled on the
+    monotonic clock; a tick that overruns is skipped, not queued (`missed_ticks` counts them). Every read is
+    time-boxed (`read_timeout_s`, readers.timeboxed; but a source's whose `reads_cannot_block` is true): a
+    source whose read does not return (a wedged GPU's sysfs file) gives one sample {"error", "dropped": True}
+    and is read no more (`dropped`: id -> why), so the sampler, and the run it observes, never stop on a
+    sensor."""
 
     MIN_RATE_HZ = 10.0
 

@@ -377,11 +377,9 @@ def parse_test_time(v: Any) -> datetime | None:
 
 
 def _time_of_test(v: Any) -> str | None:
-    """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime
-    "%FT%TZ", e.g. 2025-01-31T12:00:00Z, in every release), more than FUTURE_SLACK_S after now, or
-    before EARLIEST_TEST_TIME.
-    Rows are ordered by it ("newest by test_time"), so a wrong one would win every cell; absent or
-    empty (md, sql of old releases) is no fault."""
+    """Why a test_time is not when a test ran: not ISO 8601 text (llama-bench writes strftime "%FT%TZ", e.g.
+    2025-01-31T12:00:00Z, in every release), more than FUTURE_SLACK_S after now, or before EARLIEST_TEST_TIME.
+    Absent or empty (md, sql of old releases) is no fault."""
     if v is None or v == "":
         return None
     if not isinstance(v, str):
@@ -423,14 +421,13 @@ refused naming the field, as the text "true" is (`stddev_ts: true` was stored as
 
 
 def _field_types(fields: dict[str, Any]) -> str | None:
-    """Why a field holds what llama-bench never writes there: a list or object in a text or integer
-    field (it would be stored as its repr), an integer field beyond 64 bits (no record holds it), a
-    fraction or text that is no number in an integer field (n_threads 2.5, "abc", "2,5"; avg_ns and
-    stddev_ns are measurements, where a converter's mean is harmless; _TEXT_INT_FIELDS have text
-    forms), a boolean in a number field (NO_BOOL_FIELDS), n_threads below 1 or above MAX_THREADS.
-    Text, floats, booleans, null and 63-bit integers are passed over first (the cost of every row).
-    samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the field
-    (an object or a word there broke normalize with a bare "could not convert string to float")."""
+    """Why a field holds what llama-bench never writes there: a list or object in a text or integer field, an
+    integer field beyond 64 bits, a fraction or text that is no number in an integer field (n_threads 2.5,
+    "abc", "2,5"; avg_ns and stddev_ns are measurements, where a converter's mean is harmless;
+    _TEXT_INT_FIELDS have text forms), a boolean in a number field (NO_BOOL_FIELDS), n_threads below 1 or
+    above MAX_THREADS. Text, floats, booleans, null and 63-bit integers are passed over first (the cost of
+    every row). samples_ts / samples_ns: a list of numbers (or csv's text of one), else refused naming the
+    field."""
     for name in ARRAY_FIELDS:
         if why := _samples_kind(name, fields.get(name)):
             return why
@@ -493,14 +490,12 @@ at most m x sqrt(n), reached where one rate holds all and the others are 0 (chec
 
 def check_figures(fields: dict[str, Any], tokens: int, ts: float | None, ns: float | None) -> str | None:
     """validity.check_row's last step (`tokens` a repetition, avg_ts `ts`, avg_ns `ns`): a stddev_ts below 0
-    (`± -5` in -o md) or above 0 of one repetition (llama-bench writes 0), or the measured fields against each other (llama-bench's samples_ts[i]
-    = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* = sample stddev, n - 1):
-    avg_ts and stddev_ts against the per-repetition rates (samples_ts, else those of samples_ns:
-    `_rates_agree`); samples_ts against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against samples_ns
-    (their mean, to 1 %) and avg_ts against avg_ns: llama-bench's avg_ts is the mean of
-    tokens / t_i over the repetitions, so from the samples it is known to 1 %; from avg_ns alone it
-    is at least tokens / mean(t) (the harmonic mean) and above it by about the squared relative
-    spread of the times (unbounded when they spread widely: no upper check then)."""
+    (`± -5` in -o md) or above 0 of one repetition (llama-bench writes 0), or the measured fields against each
+    other (llama-bench's samples_ts[i] = tokens * 1e9 / samples_ns[i]; avg_* = mean of samples_*; stddev_* =
+    sample stddev, n - 1): avg_ts and stddev_ts against the per-repetition rates (`_rates_agree`); samples_ts
+    against samples_ns, one by one, to 1 % (`_samples_agree`); avg_ns against samples_ns (their mean, to 1 %)
+    and avg_ts against avg_ns: from avg_ns alone avg_ts is at least tokens / mean(t) (the harmonic mean) and
+    above it by about the squared relative spread of the times (no upper check then)."""
     sd = as_float(fields.get("stddev_ts"))
     if sd is not None and -math.inf < sd < 0:  # NaN (`-nan` of one sample) and ±inf: recomputed by the record
         return f"stddev_ts {sd:g} is negative: a stddev never is (llama-bench writes a square root)"
@@ -573,13 +568,11 @@ def _rates_agree(fields: dict[str, Any], ts: float | None, rates: list[float], s
 
 
 def _spread_agrees(name: str, v: Any, values: list[float], source: str) -> str | None:
-    """A stddev llama-bench wrote (`name`: stddev_ts; value `v`) against the sample stddev (n - 1) of two
-    or more per-repetition `values` (from `source`), to 1 % of their mean: the noise is read as a share
-    of the value (`± x%`, noisy, within noise), so it is held to the 1 % avg_ts is held to, far above
-    llama-bench's rounding (6 significant digits). One value: no spread to check (llama-bench writes 0).
-    A value that is no finite number >= 0 is left to the record (records.BenchRecord recomputes a
-    stddev_ts from samples_ts and says so). stddev_ns is not held to samples_ns: the toolkit shows
-    none of it, and field files carry 0 there beside spread samples (../shared/cases)."""
+    """A stddev llama-bench wrote (`name`: stddev_ts; value `v`) against the sample stddev (n - 1) of two or
+    more per-repetition `values` (from `source`), to 1 % of their mean (the 1 % avg_ts is held to). One value:
+    no spread to check (llama-bench writes 0). A value that is no finite number >= 0 is left to the record
+    (records.BenchRecord recomputes it). stddev_ns is not held to samples_ns: the toolkit shows none of it,
+    and field files carry 0 there beside spread samples."""
     sd = _as_number(v)
     if len(values) < 2 or isinstance(sd, bool) or not isinstance(sd, (int, float)):
         return None

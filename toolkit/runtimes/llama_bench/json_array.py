@@ -34,18 +34,15 @@ JSON_BLOCK = 1 << 20
 def iter_json_array(
     blocks: Iterable[str], skipped: list[str] | None = None, first: int = 1
 ) -> Iterator[SourceRow]:
-    """`-o json` output read as a stream: `blocks` are the text from the line the array starts on, in
-    pieces of whole lines joined by "\n" (one piece: read_json_array). Holds at most one element (up
-    to jsonsafe.MAX_LINE_BYTES) and a block at a time; yields what read_json_array gives for the whole
-    text: the objects and the line each starts on; at an element that does not parse (the half object
-    a crash left behind, or one longer than the line limit) it notes `line N: the array ends in an
-    incomplete record (why)` and stops. Text between two elements that starts no JSON value is a log
-    line (llama-bench's progress and ggml's log on stderr, captured with `2>&1`: `}llama-bench:
-    benchmark 2/4: starting`), or that starts like one and is no JSON on its own line (`[INFO] ...`):
-    read past to its line's end, as read_jsonl reads past log lines. Arrays
-    that follow one another (`-o json >> FILE`, one per run) are read one after the other; text after
-    the last is noted (_next_array). Bare nan/inf tokens are read as in read_json_array; a JSON token
-    never spans lines, so blocks of whole lines are read alike."""
+    """`-o json` output read as a stream: `blocks` are the text from the line the array starts on, in pieces
+    of whole lines joined by "\n" (one piece: read_json_array). Holds at most one element (up to
+    jsonsafe.MAX_LINE_BYTES) and a block at a time; yields what read_json_array gives for the whole text: the
+    objects and the line each starts on; at an element that does not parse it notes `line N: the array ends in
+    an incomplete record (why)` and stops. Text between two elements that starts no JSON value, or starts like
+    one and is no JSON on its own line (`[INFO] ...`), is a log line (stderr captured with `2>&1`): read past
+    to its line's end, as read_jsonl reads past log lines. Arrays that follow one another (`-o json >> FILE`)
+    are read one after the other; text after the last is noted (_next_array). Bare nan/inf tokens are read as
+    in read_json_array."""
     t = _JsonText(blocks, first)
     t.fill()
     while "[" not in t.buf and not t.eof:
@@ -169,8 +166,8 @@ def _past_log_line(t: _JsonText, opens: str = "") -> None:
 
 _LOOK_AHEAD = 1 << 16
 """Characters after a bracket ending a log line (_past_log_line) that _starts_there looks at before the
-buffer's end: closer to it, the next blocks are read first (else a log line's `{` at a block's end was
-taken for an element cut there, and the rows after it were lost as `an incomplete record`)."""
+buffer's end: closer to it, the next blocks are read first (a log line's `{` at a block's end is no
+element cut there)."""
 
 
 def _starts_there(t: _JsonText, at: int) -> bool:

@@ -354,12 +354,12 @@ def md_table_like(line: str) -> bool:
 
 def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list[SourceRow]:
     """`-o md` tables, bare or pasted in a code fence after log lines: a header naming MD_COLUMNS, a
-    separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the table (or
-    one pasted above it). The device lines a backend logs above a table (md_devices: CUDA/HIP
-    `Device N: NAME, ...`, Vulkan `ggml_vulkan: N = NAME (driver) | ...`, Metal `GPU name:`) give its
-    rows' `gpu_info` where the table has no such column; log lines printed into a table are read past. The table has no samples and, without a build line, no build
-    commit: each row says so. The columns it leaves out hold its build's defaults where that build is
-    known to have them (md_defaults.fill), else they stay unknown and the row says so (`no batch sizes`)."""
+    separator, rows, and the `build: <commit> (<number>)` line llama-bench prints after the table (or one
+    pasted above it). The device lines a backend logs above a table (md_devices) give its rows' `gpu_info`
+    where the table has no such column; log lines printed into a table are read past. The table has no samples
+    and, without a build line, no build commit: each row says so. The columns it leaves out hold its build's
+    defaults where that build is known to have them (md_defaults.fill), else they stay unknown and the row
+    says so."""
     lines = text.splitlines()
     out: list[SourceRow] = []
     i, above = 0, None
@@ -619,13 +619,11 @@ of `{x` before the rows took 13 s). Later starts of jsonl, md or sql are still t
 
 
 def read_source(text: str, skipped: list[str] | None = None) -> tuple[str | None, list[SourceRow]]:
-    """(format, rows) of llama-bench output in any of its five formats.
-
-    Log lines may come first (ggml's log, e.g. `ggml_vulkan: Found N Vulkan devices:`, goes to stderr,
-    but captures often merge the two streams; a markdown table is often pasted after the device lines,
-    in a code fence), so the format is decided by the first line that starts one; a start that yields no
-    rows is passed over (a scanning format — jsonl, md, sql — is tried once, at its first start; json
-    and csv at most MAX_STARTS times). Line numbers are the file's."""
+    """(format, rows) of llama-bench output in any of its five formats. Log lines may come first (captures
+    often merge stderr's ggml log into stdout; a markdown table is often pasted after the device lines, in a
+    code fence), so the format is decided by the first line that starts one; a start that yields no rows is
+    passed over (a scanning format — jsonl, md, sql — is tried once, at its first start; json and csv at most
+    MAX_STARTS times). Line numbers are the file's."""
     fmt, _start, rows = find_source(text, skipped)
     return fmt, rows
 

@@ -47,13 +47,11 @@ def _engine(text: str) -> str | None:
 
 
 def summary(fields: dict[str, Any]) -> str | None:
-    """not_a_row's word on a script's own summary of runs that names vLLM, SGLang or llama.cpp (a key
-    such as `vllm_version` or `llamacpp_version`, or an `engine` / `method` / `backend` / ... value such
-    as `sglang.bench_serving` or `llama.cpp-vulkan`; every key looked at, each cut to 40 characters: the
-    telling key of a summary may come after its 40 run entries) without any of those tools' result keys
-    (it is no `vllm bench` or bench_serving result, nor a llama-bench row: _served,
-    results/vllm_import.kind_of and check_row read those):
-    which engine, where it is named and what to import instead; None for any other object."""
+    """not_a_row's word on a script's own summary of runs that names vLLM, SGLang or llama.cpp (a key such as
+    `vllm_version` or `llamacpp_version`, or an `engine` / `method` / `backend` / ... value such as
+    `sglang.bench_serving` or `llama.cpp-vulkan`; every key looked at, each cut to 40 characters) without any
+    of those tools' result keys (_served, results/vllm_import.kind_of and check_row read those): which engine,
+    where it is named and what to import instead; None for any other object."""
     for k, v in fields.items():
         key = str(k)[:40]
         if (engine := _engine(key.lower())) is not None:
@@ -167,22 +165,21 @@ def _served(fields: dict[str, Any]) -> str | None:
 
 
 def check_row(fields: dict[str, Any], problem: str | None = None) -> str | None:
-    """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every
-    reader (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
+    """Why a llama-bench row is not a measurement, or None when it is: the one validity pass of every reader
+    (jsonl, json, csv, md, sql) and of `toolkit bench`'s own rows.
 
-    Refused: a reader's `problem` (field count); the toolkit's own files (a record of a results folder,
-    a line of `report --format csv`); a missing, non-integer or negative n_prompt / n_gen /
-    n_depth (a missing count is never taken as 0), or one of those, n_batch or n_ubatch above
-    MAX_TOKENS (1e7: no test has that many tokens; a 30-digit count broke the plots); n_prompt = n_gen = 0 (no test); no avg_ts and no
-    avg_ns (a cut-off row, or a fork's that times prompt and generation apart: avg_prompt_ts, avg_gen_ts); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an avg_ns
-    that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts
-    that contradict samples_ns (check.check_figures); n_batch or
-    n_ubatch 0; a fraction in a whole-number field (n_threads 2.5); a test_time that is no ISO 8601
-    time or lies in the future (check._time_of_test); a stddev_ts below 0 (`± -5` in -o md); a model_size
-    that is not its model_n_params' at any bytes a weight, a tok/s beyond what any machine computes for
-    that many parameters (plausible.model_problem); a GPU its backend cannot run on (a ROCm row on an
-    NVIDIA H200: plausible.device_problem); n_gpu_layers below -1, a main_gpu past the devices the row
-    lists at split_mode none (settings_check.settings_problem)."""
+    Refused: a reader's `problem` (field count); the toolkit's own files (a record of a results folder, a line
+    of `report --format csv`); a missing, non-integer or negative n_prompt / n_gen / n_depth (a missing count
+    is never taken as 0), or one of those, n_batch or n_ubatch above MAX_TOKENS (1e7); n_prompt = n_gen = 0
+    (no test); no avg_ts and no avg_ns (a cut-off row, or a fork's that times prompt and generation apart:
+    avg_prompt_ts, avg_gen_ts); an avg_ts that is not a finite number from MIN_TOKENS_PER_S (1e-6) to 1e9; an
+    avg_ns that is not above 0; an avg_ts or stddev_ts that contradicts avg_ns or the samples, samples_ts that
+    contradict samples_ns (check.check_figures); n_batch or n_ubatch 0; a fraction in a whole-number field
+    (n_threads 2.5); a test_time that is no ISO 8601 time or lies in the future (check._time_of_test); a
+    stddev_ts below 0 (`± -5` in -o md); a model_size that is not its model_n_params' at any bytes a weight, a
+    tok/s beyond what any machine computes for that many parameters (plausible.model_problem); a GPU its
+    backend cannot run on (plausible.device_problem); n_gpu_layers below -1, a main_gpu past the devices the
+    row lists at split_mode none (settings_check.settings_problem)."""
     if problem:
         return problem
     report = "test_fields" in fields  # a line of `toolkit report --format csv` (nc48 S6: imported, exit 0)

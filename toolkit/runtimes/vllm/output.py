@@ -145,13 +145,11 @@ def _spread(lat: Latency) -> float | None:
 
 
 def decode_noise_error(long: Latency, short: Latency, *, long_len: int, short_len: int = 1) -> str | None:
-    """Why tg tok/s cannot be taken from `long.avg - short.avg`, or None when it can.
-
-    long / short: `vllm bench latency` at output `long_len` / `short_len` (seconds per batch). The
-    difference must be positive and larger than NOISE_SIGMAS x sqrt(sd_long^2 + sd_short^2), sd being
-    the stddev of each run's per-iteration latencies (`latencies`, else `std_latency`). Within the
-    noise, N / difference is an arbitrary (often absurd) tok/s, so the record is failed with this
-    reason. A run with fewer than 2 iterations and no std_latency has no measurable noise: failed too."""
+    """Why tg tok/s cannot be taken from `long.avg - short.avg`, or None when it can. long / short: `vllm
+    bench latency` at output `long_len` / `short_len` (seconds per batch). The difference must be positive and
+    larger than NOISE_SIGMAS x sqrt(sd_long^2 + sd_short^2), sd being the stddev of each run's per-iteration
+    latencies (`latencies`, else `std_latency`); within the noise N / difference is an arbitrary tok/s. A run
+    with fewer than 2 iterations and no std_latency has no measurable noise: failed too."""
     diff = long.avg - short.avg
     pair = f"{long.avg:.4f} s at output {long_len} vs {short.avg:.4f} s at output {short_len}"
     if diff <= 0:
@@ -190,10 +188,8 @@ SERVE_KEYS = (
 
 def parse_serve(data: dict[str, Any]) -> dict[str, Any]:
     """The numbers of one `vllm bench serve` result; absent keys are None; request_rate a number or "inf";
-    `output_lens` (tokens per request) only when the result has them.
-
-    `latency_ms` = {ttft|tpot|itl|e2el: {mean, median, std, p50, p90, p99, ...}} from the
-    `mean_ttft_ms`, `p99_ttft_ms`, ... keys (whichever percentiles the run reported)."""
+    `output_lens` (tokens per request) only when the result has them. `latency_ms` = {ttft|tpot|itl|e2el:
+    {mean, median, std, p50, p90, p99, ...}} from the `mean_ttft_ms`, `p99_ttft_ms`, ... keys."""
     out: dict[str, Any] = {k: _finite(data.get(k)) for k in SERVE_KEYS}
     rate = stats.float_or_none(data.get("request_rate"))
     out["request_rate"] = "inf" if rate == math.inf else rate  # as vLLM writes it: JSON has no inf
@@ -232,10 +228,9 @@ def serve_problem(data: dict[str, Any]) -> str | None:
 
 
 def _serve_lens(data: dict[str, Any], parsed: dict[str, Any]) -> str | None:
-    """Why a --save-detailed result's per-request `output_lens` / `input_lens` are not its totals, or
-    None (vLLM calculate_metrics: one entry per request sent, a failed one's output 0 (releases that
-    write no `failed` count: at least `completed` entries);
-    total_output_tokens = sum(output_lens), total_input_tokens the sum of the completed requests'
+    """Why a --save-detailed result's per-request `output_lens` / `input_lens` are not its totals, or None
+    (vLLM calculate_metrics: one entry per request sent, a failed one's output 0, at least `completed`
+    entries; total_output_tokens = sum(output_lens), total_input_tokens the sum of the completed requests'
     input lengths: all of input_lens when none failed)."""
     done, failed = parsed["completed"], parsed["failed"]
     for name, total in (("output_lens", "total_output_tokens"), ("input_lens", "total_input_tokens")):
@@ -398,13 +393,11 @@ def _top_percentile_problem(lat: dict[str, dict[str, float | None]], done: float
 def _spread_problem(
     lat: dict[str, dict[str, float | None]], done: float | None, outs: float | None
 ) -> str | None:
-    """Why a latency's std (np.std, ms) or mean is less than its own percentiles allow, or None: of n
-    values, two percentiles D apart lie within the values' range, so their std is at least D / sqrt(2n)
-    (the least spread n values with that range have: two at the ends, the rest at the mean); and at
-    least half of them are at or above the median, all >= 0, so the mean is at least half the median;
-    and the mean lies within one std of any median (|mean - median| <= E|x - median| <= E|x - mean| <=
-    std, np.std's or any larger). The median: `median_`, else `p50_` (one statistic). n: `done` (completed: one ttft and e2el per request, tpot of fewer), for itl `outs` (total output
-    tokens: at most one gap each). AGREE aside, for hand-rounded copies."""
+    """Why a latency's std (np.std, ms) or mean is less than its own percentiles allow, or None: of n values,
+    two percentiles D apart lie within the values' range, so their std is at least D / sqrt(2n); at least half
+    of them are at or above the median, all >= 0, so the mean is at least half the median; and the mean lies
+    within one std of any median. The median: `median_`, else `p50_`. n: `done` (completed: one ttft and e2el
+    per request, tpot of fewer), for itl `outs` (total output tokens: at most one gap each). AGREE aside."""
     for metric, vals in lat.items():
         n = outs if metric == "itl" else done
         ps = [v for k, v in vals.items() if v is not None and (k == "median" or k.startswith("p"))]
@@ -483,15 +476,12 @@ def serve_timing_problem(data: dict[str, Any], peaks: bool = True) -> str | None
 
 
 def serve_duration_problem(data: dict[str, Any]) -> str | None:
-    """Why a `vllm bench serve` result's duration is shorter than its own requests allow, or None.
-    vLLM (vllm/benchmarks/serve.py `benchmark`) times the duration from before the first request is
-    sent to after the last returns, and each request's ttft, itl, tpot and e2el within it, at most
-    max_concurrency requests at once (a semaphore around each): so no latency statistic (mean,
-    median, pN: a time within one request) passes the duration, no std (np.std of such times, each
-    within 0..duration) half of it, nor one request's ttft + its itls
-    (--save-detailed's `ttfts`, `itls`: at most its e2el); and the requests' summed time (completed x
-    mean_e2el_ms, or those sums) passes duration x max_concurrency by no more than AGREE (a real 0.16.0
-    capture: 4.13 s of requests at c2 in 4.182 s, 0.99 of the bound)."""
+    """Why a `vllm bench serve` result's duration is shorter than its own requests allow, or None. vLLM
+    (vllm/benchmarks/serve.py `benchmark`) times the duration from before the first request is sent to after
+    the last returns, at most max_concurrency requests at once: so no latency statistic (mean, median, pN)
+    passes the duration, no std half of it, nor one request's ttft + its itls (--save-detailed's `ttfts`,
+    `itls`); and the requests' summed time (completed x mean_e2el_ms, or those sums) passes duration x
+    max_concurrency by no more than AGREE."""
     parsed = parse_serve(data)
     secs, lat, c = parsed["duration"], parsed["latency_ms"], parsed["max_concurrency"]
     if not secs:
@@ -524,20 +514,16 @@ def serve_duration_problem(data: dict[str, Any]) -> str | None:
 
 
 def serve_peak_problem(data: dict[str, Any]) -> str | None:
-    """Why a `vllm bench serve` result's peaks contradict its totals, naming the fields, or None.
-    vLLM (vllm/benchmarks/serve.py calculate_metrics) counts over the successful requests only: each
-    request's first token and each streamed chunk after it (one an itl) into 1-s buckets from the first
-    request's start, and each request once in every bucket from its start to its end, over
-    ceil(last end - first start) + 1 buckets (at most ceil(duration) + 1: the duration holds every
-    request); max_output_tokens_per_s and max_concurrent_requests are the fullest bucket's counts. So
-    max_concurrent_requests <= completed (a request counts once a bucket); max_output_tokens_per_s <=
-    total_output_tokens + completed (a chunk holds at least one token, a request's last maybe none);
-    and with a request completed, max_output_tokens_per_s >= completed / (ceil(duration) + 1) (each
-    request's first token) and max_concurrent_requests >= completed x max(1, mean_e2el_ms / 1000) /
-    (ceil(duration) + 1) (a request fills more buckets than its latency has seconds, and one at least),
-    to AGREE. Not held: a peak below output_throughput (a chunk may carry several tokens:
-    --stream-interval, speculative decoding) nor a max_concurrent_requests above max_concurrency (two
-    short requests in turn share a bucket: a real 0.25 capture says 4 at c2)."""
+    """Why a `vllm bench serve` result's peaks contradict its totals, naming the fields, or None. vLLM
+    (vllm/benchmarks/serve.py calculate_metrics) counts over the successful requests only: each request's
+    first token and each streamed chunk after it into 1-s buckets from the first request's start, and each
+    request once in every bucket from its start to its end, over at most ceil(duration) + 1 buckets;
+    max_output_tokens_per_s and max_concurrent_requests are the fullest bucket's counts. So
+    max_concurrent_requests <= completed; max_output_tokens_per_s <= total_output_tokens + completed; and with
+    a request completed, max_output_tokens_per_s >= completed / (ceil(duration) + 1) and
+    max_concurrent_requests >= completed x max(1, mean_e2el_ms / 1000) / (ceil(duration) + 1), to AGREE. Not
+    held: a peak below output_throughput (a chunk may carry several tokens) nor a max_concurrent_requests
+    above max_concurrency (two short requests in turn share a bucket)."""
     parsed = parse_serve(data)
     done, outs, secs = parsed["completed"], parsed["total_output_tokens"], parsed["duration"]
     peak, conc = parsed["max_output_tokens_per_s"], parsed["max_concurrent_requests"]
@@ -592,13 +578,10 @@ def served_shortfall_error(
     ignore_eos: bool = True,
     tolerance: float = SERVED_TOLERANCE,
 ) -> str | None:
-    """Why a `vllm bench serve` result did not measure what was asked, or None.
-
-    parsed: `parse_serve` of the result; asked: `num_prompts` requests of `output_len` tokens each.
-    Generated = total_output_tokens (vLLM counts the server's completion_tokens per request). With
-    --ignore-eos every request runs to its max_tokens, so the counts must match exactly; without it a
-    shortfall up to `tolerance` (relative) is accepted. More than asked beyond `tolerance` is refused
-    too (a re-tokenised count that inflates output tok/s). Per-request `output_lens`, when the result
+    """Why a `vllm bench serve` result did not measure what was asked, or None. parsed: `parse_serve` of the
+    result; asked: `num_prompts` requests of `output_len` tokens each. Generated = total_output_tokens. With
+    --ignore-eos the counts must match exactly; without it a shortfall up to `tolerance` (relative) is
+    accepted. More than asked beyond `tolerance` is refused too. Per-request `output_lens`, when the result
     carries them, name how many requests came back short."""
     asked = num_prompts * output_len
     got = parsed.get("total_output_tokens")
@@ -701,13 +684,12 @@ def samples_ts(tokens: int, lats: list[float], minus: float = 0.0) -> list[float
 def latency_record_problem(
     method: str, tokens: int, avg_ts: float | None, samples: list[float], raw: Any
 ) -> str | None:
-    """Why an ok `vllm bench latency` record's speed is not what its own result `raw` gives, None where
-    it is (or `raw` is not of that shape: another writer's). `method` METHOD_PREFILL: raw is the result,
-    avg_ts = `tokens` (n_prompt) / its avg (parse_latency), samples_ts = tokens / each latency;
-    METHOD_DECODE: raw is {"long": result, "short": the output-1 result}, avg_ts = `tokens` (n_gen) /
-    (long avg - short avg), samples_ts = tokens / (each long latency - short avg). Both writers (the
-    runner, `toolkit import`) make them so (samples_ts above, rounded to 4 decimals); held to AGREE, each
-    sample too, and their count (a record edited to 100x its result's speed was shown as measured)."""
+    """Why an ok `vllm bench latency` record's speed is not what its own result `raw` gives, None where it is
+    (or `raw` is not of that shape). `method` METHOD_PREFILL: raw is the result, avg_ts = `tokens` (n_prompt)
+    / its avg (parse_latency), samples_ts = tokens / each latency; METHOD_DECODE: raw is {"long": result,
+    "short": the output-1 result}, avg_ts = `tokens` (n_gen) / (long avg - short avg), samples_ts = tokens /
+    (each long latency - short avg). Held to AGREE, each sample (rounded to 4 decimals) too, and their count.
+    """
     if method == METHOD_DECODE and isinstance(raw, dict) and isinstance(raw.get("long"), dict):
         long, _ = parse_latency(raw["long"])
         short, _ = parse_latency(raw["short"]) if isinstance(raw.get("short"), dict) else (None, None)
