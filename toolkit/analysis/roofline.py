@@ -21,7 +21,9 @@ Active share of a mixture-of-experts model (only the routed experts are read per
      ignoring the router's choice); a name or file that cannot be read so is "unknown" here;
   2. a small table of known model types (numbers from the model cards);
   3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
-  4. a model type without an MoE marker counts as dense (share 1).
+  4. a model type without an MoE marker counts as dense (share 1): "dense-arch" where its architecture is one
+     llama.cpp builds with no expert tensors at all (DENSE_ARCHS), so it is held to 1 x the peak; "dense"
+     otherwise (an MoE the marker list lacks may hide behind it), held to 1 / SMALLEST_MOE_SHARE.
 
 The yardstick is the exact GPU PRODUCT (toolkit/core/gpuspecs.py, from gpu_info or the passed cards' PCI ids),
 never a gfx arch; how many GPUs a run used is gpu_use; a multi-GPU run is never held against one card's peak:
@@ -68,6 +70,15 @@ _MOE_MARKERS = (
     "jamba",
     "arctic",
 )
+DENSE_ARCHS = frozenset(
+    "qwen2 qwen2vl qwen3 qwen3vl qwen35 gemma gemma2 gemma3 gemma3n phi2 starcoder2 command-r cohere2 olmo2 "
+    "exaone exaone4 internlm2 glm4 minicpm3 falcon gpt2 stablelm seed_oss smollm3 apertus deci baichuan mamba "
+    "mamba2".split()
+)
+"""llama.cpp architectures (model_type's first word) whose loader makes no expert tensor (`*_exps`) at
+0c1e57098 (src/models/<arch>.cpp: no ffn_*_exps, no build_moe_ffn): every token reads every weight, so
+a decode beyond the GPU's bandwidth is beyond its peak, not an MoE the marker list lacks. `llama`,
+`phi3`, `granite`, `mistral3`, `gemma4` are not here: their loaders take experts (Mixtral is `llama`)."""
 # `17Bx16E`, `17Bx128E` (llama.cpp's type name of Llama 4 Scout / Maverick): N experts of a size
 _EXPERTS_RE = re.compile(r"(?<![\d.])\d{1,6}(?:\.\d{1,6})?bx\d{1,4}e\b")
 
@@ -84,7 +95,9 @@ class ActiveShare:
 
     bytes_share: float
     params_share: float
-    source: str  # gguf | table | model-type | dense | least (ceiling only: an unknown MoE's floor)
+    source: (
+        str  # gguf | table | model-type | dense-arch | dense | least (ceiling only: an unknown MoE's floor)
+    )
 
 
 @dataclass(frozen=True)
@@ -177,7 +190,7 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
         share = float(m.group(2)) / float(m.group(1))
         return ActiveShare(share, share, "model-type")
     if mtype and not any(k in mtype for k in _MOE_MARKERS) and not _EXPERTS_RE.search(mtype):
-        return ActiveShare(1.0, 1.0, "dense")
+        return ActiveShare(1.0, 1.0, "dense-arch" if mtype.split()[0] in DENSE_ARCHS else "dense")
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.text import counted
 from toolkit.runtimes.llama_bench.check import quantity
+from toolkit.runtimes.llama_bench.settings_check import gpu_devices
 
 MIN_BYTES_PER_PARAM = 0.18
 """The fewest bytes a weight a model's tensors take on average: IQ1_S, ggml's smallest type, is
@@ -36,21 +37,47 @@ MAX_FLOP_S = 1e17
 least 2 FLOPs per active parameter (a multiply-add), so a row implying more is no measurement (a CPU
 pp2048 of 272 million tok/s of a 30B model: 1.6 exaFLOP/s)."""
 
+DEVICE_FLOP_S = 5e16
+"""The most FLOP/s one GPU device computes, 50 PFLOP/s (NVIDIA's Rubin at NVFP4; a B300's dense FP4 is 15):
+a row whose gpu_info or devices name N devices is held to N x this, at most MAX_FLOP_S (held_by)."""
+
+DEVICE_BYTES_S = 2.5e13
+"""The most bytes a second one GPU device reads from memory, 25 TB/s (NVIDIA's Rubin HBM4 is 22; a B200
+or MI355X has 8, an H200 4.8, an R9700 0.64): a row whose gpu_info or devices name N devices is held to
+N x this, at most MAX_BYTES_S (held_by)."""
+
 MAX_BYTES_S = 1.6e14
 """The most bytes a second any machine llama-bench runs on reads from memory, 160 TB/s: its 16 GPU
-devices a backend registers at most (backends.MAX_DEVICES), each at 8 TB/s (an NVIDIA B200's or an
-AMD MI355X's HBM3e; an H200 has 4.8, an R9700 0.64), all reading at once (`-sm row`). Each generated
-token reads at least MIN_ACTIVE_SHARE of the model's bytes, one token after another, so a decode of a
-377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement, whatever GPU its row names
-or does not name (an md table has no gpu_info: no roofline, analysis.roofline)."""
+devices a backend registers at most (backends.MAX_DEVICES), each at 10 TB/s, all reading at once
+(`-sm row`). Each generated token reads at least MIN_ACTIVE_SHARE of the model's bytes, one token after
+another, so a decode of a 377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement,
+whatever GPU its row names or does not name (an md table has no gpu_info: no roofline, analysis.roofline);
+a row that names its devices is held to what they read (held_by: a GPU product without figures gets
+no roofline, yet decodes no faster than the fastest card)."""
+
+
+def held_by(fields: dict[str, Any]) -> tuple[float, float, str]:
+    """(bytes/s, FLOP/s, what reads and computes them) the row `fields` is held to: N x DEVICE_BYTES_S and
+    N x DEVICE_FLOP_S (at most MAX_BYTES_S, MAX_FLOP_S) where its gpu_info or devices name N GPU devices
+    (settings_check.gpu_devices), MAX_BYTES_S and MAX_FLOP_S (any machine) where they name none (a CPU
+    row, an md table, RPC)."""
+    n = gpu_devices(fields)
+    if not n:
+        return MAX_BYTES_S, MAX_FLOP_S, "any machine"
+    return (
+        min(n * DEVICE_BYTES_S, MAX_BYTES_S),
+        min(n * DEVICE_FLOP_S, MAX_FLOP_S),
+        f"the {counted(n, 'GPU device')} the row names",
+    )
 
 
 def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
     """Why a row's model fields contradict each other or its speed, None when they do not (or are not
     given): model_size over model_n_params outside MIN_BYTES_PER_PARAM..MAX_BYTES_PER_PARAM bytes a
     weight (a size edited down hides a decode beyond the GPU's bandwidth: the roofline reads it), or
-    `rate` (tok/s, any test) implying more than MAX_FLOP_S at 2 FLOPs per token and active parameter,
-    at least MIN_ACTIVE_SHARE of them, or a decode reading more than MAX_BYTES_S (_reads_too_fast). Each
+    `rate` (tok/s, any test) implying more FLOP/s than the row's devices compute (held_by) at 2 FLOPs per
+    token and active parameter, at least MIN_ACTIVE_SHARE of them, or a decode reading more bytes/s than
+    they read (_reads_too_fast). Each
     repetition is held to them, not only their mean: `rate` is the fastest of it and samples_ts (a
     sample at twice the limit beside a slow one averaged inside it)."""
     size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
@@ -62,15 +89,16 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
                 f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
                 f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
             )
-    if why := _reads_too_fast(fields, size, rate):
+    most_bytes, most_flops, who = held_by(fields)
+    if why := _reads_too_fast(fields, size, rate, most_bytes, who):
         return why
     if params and params > 0 and rate is not None:
         least = 2.0 * params * MIN_ACTIVE_SHARE  # FLOPs a token
-        if rate * least > MAX_FLOP_S:
+        if rate * least > most_flops:
             return (
                 f"{rate:.6g} t/s of a model of {params:.4g} parameters is {rate * least:.3g} FLOP/s at least "
                 f"(2 FLOPs per token and active parameter, {MIN_ACTIVE_SHARE:g} of them active): more than "
-                f"{MAX_FLOP_S:.0e}, what any machine computes"
+                f"{most_flops:.0e}, what {who} computes"
             )
     return None
 
@@ -86,22 +114,24 @@ def _fastest(rate: float | None, samples: Any) -> float | None:
     return max([rate, *xs]) if rate is not None and xs else rate
 
 
-def _reads_too_fast(fields: dict[str, Any], size: int | None, rate: float | None) -> str | None:
+def _reads_too_fast(
+    fields: dict[str, Any], size: int | None, rate: float | None, most: float, who: str
+) -> str | None:
     """Why `rate` (tok/s of a repetition: n_prompt + n_gen tokens) of a test generating n_gen tokens
-    of a model of `size` bytes reads more than MAX_BYTES_S: its n_gen tokens come one after another,
+    of a model of `size` bytes reads more than `most` bytes/s (what `who` reads: held_by): its n_gen tokens come one after another,
     each reading at least MIN_ACTIVE_SHARE of the bytes. None where a figure is not known (the counts
     are held first by the validity pass)."""
     n_gen, n_prompt = quantity(fields.get("n_gen")) or 0, quantity(fields.get("n_prompt")) or 0
     if not size or size <= 0 or rate is None or n_gen <= 0:
         return None
-    least_s = n_gen * size * MIN_ACTIVE_SHARE / MAX_BYTES_S  # a repetition's decode, at the least
+    least_s = n_gen * size * MIN_ACTIVE_SHARE / most  # a repetition's decode, at the least
     fastest = (n_gen + max(n_prompt, 0)) / least_s
     if rate <= fastest:
         return None
     return (
         f"{rate:.6g} t/s generating {n_gen} tokens of a model of {counted(size, 'byte')} reads "
-        f"{rate / fastest * MAX_BYTES_S:.3g} bytes/s at least ({MIN_ACTIVE_SHARE:g} of the weights a "
-        f"token, one token after another): more than {MAX_BYTES_S:.2g}, what any machine reads (at most "
+        f"{rate / fastest * most:.3g} bytes/s at least ({MIN_ACTIVE_SHARE:g} of the weights a "
+        f"token, one token after another): more than {most:.2g}, what {who} reads (at most "
         f"{fastest:.6g} t/s)"
     )
 

@@ -45,7 +45,7 @@ def _int(v: Any) -> int | None:
     return int(f) if f.is_integer() else None
 
 
-def _devices(fields: dict[str, Any]) -> int | None:
+def gpu_devices(fields: dict[str, Any]) -> int | None:
     """How many GPU devices the row says it could use: its `devices` (`-dev`), else its gpu_info; None when
     it names none (a CPU row, an md table without gpu_info) or runs over RPC."""
     if "rpc" in str(fields.get("backends") or "").lower():
@@ -68,6 +68,7 @@ NON_NEGATIVE_FIELDS = {
     "n_cpu_moe": "a count of layers; its parser refuses a negative one",
     "poll": "a busy-wait percentage; its parser refuses a negative one",
     "build_number": "git's count of commits, 0 when unknown",
+    "stddev_ns": "a square root, printed as uint64_t",
 }
 """Figures llama-bench prints that are never below 0, each with why."""
 
@@ -141,9 +142,11 @@ def domain_problem(fields: dict[str, Any]) -> str | None:
         ):
             return f"{name} is {str(v)[:24]!r}: llama-bench takes 0 or 1 only: no test ran with it"
     for name in NON_NEGATIVE_FIELDS:
-        n = _whole(fields.get(name))
+        n = as_float(fields.get(name)) if isinstance(fields.get(name), (int, float, str)) else None
         if n is not None and n < 0:
-            return f"{name} is {n}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
+            return (
+                f"{name} is {n:g}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
+            )
     for name in ("model_size", "model_n_params"):
         if why := _model_count_problem(name, fields.get(name)):
             return why
@@ -199,7 +202,7 @@ def settings_problem(fields: dict[str, Any]) -> str | None:
     main = _int(fields.get("main_gpu"))
     if main is None or main < 0 or str(fields.get("split_mode") or "").strip().lower() != "none":
         return None
-    n = _devices(fields)
+    n = gpu_devices(fields)
     if n is not None and main >= n:
         return (
             f"main_gpu is {main} with split_mode none, but the row lists {n} GPU device(s): llama.cpp refuses "
