@@ -142,10 +142,10 @@ def domain_problem(fields: dict[str, Any]) -> str | None:
         ):
             return f"{name} is {str(v)[:24]!r}: llama-bench takes 0 or 1 only: no test ran with it"
     for name in NON_NEGATIVE_FIELDS:
-        n = as_float(fields.get(name)) if isinstance(fields.get(name), (int, float, str)) else None
-        if n is not None and n < 0:
+        x = as_float(fields.get(name)) if isinstance(fields.get(name), (int, float, str)) else None
+        if x is not None and x < 0:
             return (
-                f"{name} is {n:g}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
+                f"{name} is {x:g}: llama-bench never prints a negative {name} ({NON_NEGATIVE_FIELDS[name]})"
             )
     for name in ("model_size", "model_n_params"):
         if why := _model_count_problem(name, fields.get(name)):
