@@ -116,10 +116,11 @@ def test_a_prefill_beyond_what_any_machine_computes_is_refused(tmp_path: Path) -
     pp = {**rows[1], "backends": "CPU", "gpu_info": "", "n_gpu_layers": 0}
     assert check_row(pp) is None
     why = check_row(_faster(pp, 20000.0)) or ""
-    assert "what any machine computes" in why
+    said = ("what any machine computes", "on any hardware")  # nc49: its 4 micro-batches' time floor too
+    assert any(s in why for s in said), why
     f = _write(tmp_path / "fast.jsonl", [_faster(pp, 20000.0)])
     _root, res = _import(tmp_path, f)
-    assert res.returncode == 4 and "what any machine computes" in res.stderr
+    assert res.returncode == 4 and any(s in res.stderr for s in said), res.stderr
 
 
 # ------------------------------------------------------ 4. bidi controls in names

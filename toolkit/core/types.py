@@ -47,7 +47,8 @@ forward pass of the model over its context (llama-bench's tg and pp+tg tests dec
 vLLM request's output tokens likewise). The tiny stand-in model (0.79 M parameters) decodes at 7,800
 tok/s in llama-bench on this host's CPU (128 us a token: tests/data/llamabench-0c1e57098-cpu.md); 10
 us leaves a factor of ten below that. A tg test is thus at most 1 / MIN_TOKEN_S = 100,000 tok/s on any
-hardware, GPU or CPU, known or not."""
+hardware, GPU or CPU, known or not; a prompt's micro-batches are forward passes one after another too
+(llama_bench.check.forward_passes)."""
 
 INT64 = (-(2**63), 2**63 - 1)
 """The range of every integer a record holds: what the query index (SQLite INTEGER) can store; a

@@ -323,21 +323,39 @@ def check_fields(fields: dict[str, Any]) -> str | tuple[int, float | None, float
             f"avg_ts is {ts!r}: not a measurement (expected {MIN_TOKENS_PER_S:.0e} to {MAX_TOKENS_PER_S:.0e} "
             "tokens/s)"
         )
-    if why := _decode_too_fast(counts["n_gen"] or 0, tokens, ts, ns, fields.get("samples_ts")):
+    if why := _too_fast(counts, tokens, ts, ns, fields.get("samples_ts")):
         return why
     return tokens, ts, ns
 
 
-def _decode_too_fast(
-    n_gen: int, tokens: int, ts: float | None, ns: float | None, samples_ts: Any
+def forward_passes(fields: dict[str, Any]) -> int:
+    """The forward passes of the model one repetition of llama-bench row `fields` runs one after another:
+    one per generated token (n_gen) and one per micro-batch of its timed prompt, ceil(n_prompt / its
+    effective micro-batch) (effective_ubatch; n_batch where the row has no n_ubatch, the whole prompt in
+    one where it has neither). Each takes at least MIN_TOKEN_S (_too_fast) and reads at least
+    plausible.MIN_ACTIVE_SHARE of the weights. Counts not read are 0 (check_fields refuses them first)."""
+    n = {
+        k: max(quantity(fields.get(k)) or 0, 0)
+        for k in ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch")
+    }
+    ub = effective_ubatch(
+        n["n_ubatch"] or n["n_batch"] or None, n["n_batch"], n["n_prompt"], n["n_gen"], n["n_depth"]
+    )
+    return n["n_gen"] + (-(-n["n_prompt"] // (ub or n["n_prompt"])) if n["n_prompt"] else 0)
+
+
+def _too_fast(
+    counts: dict[str, Any], tokens: int, ts: float | None, ns: float | None, samples_ts: Any
 ) -> str | None:
-    """Why a test that generates `n_gen` tokens (of `tokens` a repetition) ran faster than its tokens
-    allow, or None: its repetition (avg_ts `ts`, avg_ns `ns`, each of samples_ts) shorter than n_gen
-    tokens one after another take, MIN_TOKEN_S each (a CPU decode of 112,000 tok/s, or 900,000 on a GPU
-    whose roofline is unknown: no hardware decodes a token in 9 us)."""
-    if n_gen <= 0:
+    """Why a test of `counts` (n_prompt, n_gen, ...; `tokens` a repetition) ran faster than its forward
+    passes allow, or None: its repetition (avg_ts `ts`, avg_ns `ns`, each of samples_ts) shorter than
+    forward_passes one after another take, MIN_TOKEN_S each (a CPU decode of 112,000 tok/s, or 900,000 on
+    a GPU whose roofline is unknown: no hardware decodes a token in 9 us; a pp512 of 500 million tok/s,
+    1 us for its 8 micro-batches of 64)."""
+    passes, n_gen = forward_passes(counts), counts.get("n_gen") or 0
+    if passes <= 0:
         return None
-    least_ns = n_gen * MIN_TOKEN_S * 1e9
+    least_ns = passes * MIN_TOKEN_S * 1e9
     fastest = tokens * 1e9 / least_ns  # tok/s of a repetition that takes exactly least_ns
     rates = [x for x in (_numbers(samples_ts) or []) if x > fastest]
     if ts is not None and ts > fastest:
@@ -346,10 +364,14 @@ def _decode_too_fast(
         rates.insert(0, tokens * 1e9 / ns)
     if not rates:
         return None
-    rep_us = tokens * 1e6 / rates[0]
+    rep_us, batches = tokens * 1e6 / rates[0], passes - n_gen
+    what = " and ".join(
+        ([f"the prompt in {batches} micro-batch{'es' if batches > 1 else ''}"] if batches else [])
+        + ([f"{n_gen} generated tokens"] if n_gen else [])
+    )
     return (
-        f"{rates[0]:.6g} t/s is a repetition of {rep_us:.3g} us for {n_gen} generated tokens, {rep_us / n_gen:.3g} "
-        f"us a token at most: they come one after another, each a forward pass of the model of at least "
+        f"{rates[0]:.6g} t/s is a repetition of {rep_us:.3g} us for {what}, {rep_us / passes:.3g} us a "
+        f"{'forward pass' if batches else 'token'} at most: they come one after another, each a forward pass of the model of at least "
         f"{MIN_TOKEN_S * 1e6:g} us (this test runs at most {fastest:.6g} t/s on any hardware)"
     )
 

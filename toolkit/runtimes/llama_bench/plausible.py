@@ -15,7 +15,7 @@ from typing import Any
 
 from toolkit.core import backends
 from toolkit.core.text import counted
-from toolkit.runtimes.llama_bench.check import quantity
+from toolkit.runtimes.llama_bench.check import forward_passes, quantity
 from toolkit.runtimes.llama_bench.settings_check import gpu_devices
 
 MIN_BYTES_PER_PARAM = 0.18
@@ -49,8 +49,8 @@ N x this, at most MAX_BYTES_S (held_by)."""
 MAX_BYTES_S = 1.6e14
 """The most bytes a second any machine llama-bench runs on reads from memory, 160 TB/s: its 16 GPU
 devices a backend registers at most (backends.MAX_DEVICES), each at 10 TB/s, all reading at once
-(`-sm row`). Each generated token reads at least MIN_ACTIVE_SHARE of the model's bytes, one token after
-another, so a decode of a 377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement,
+(`-sm row`). Each forward pass (a generated token, a micro-batch of the prompt) reads at least
+MIN_ACTIVE_SHARE of the model's bytes, one pass after another, so a decode of a 377 GiB model at 50,000 tok/s (600 TB/s at that share) is no measurement,
 whatever GPU its row names or does not name (an md table has no gpu_info: no roofline, analysis.roofline);
 a row that names its devices is held to what they read (held_by: a GPU product without figures gets
 no roofline, yet decodes no faster than the fastest card)."""
@@ -117,21 +117,30 @@ def _fastest(rate: float | None, samples: Any) -> float | None:
 def _reads_too_fast(
     fields: dict[str, Any], size: int | None, rate: float | None, most: float, who: str
 ) -> str | None:
-    """Why `rate` (tok/s of a repetition: n_prompt + n_gen tokens) of a test generating n_gen tokens
-    of a model of `size` bytes reads more than `most` bytes/s (what `who` reads: held_by): its n_gen tokens come one after another,
-    each reading at least MIN_ACTIVE_SHARE of the bytes. None where a figure is not known (the counts
-    are held first by the validity pass)."""
+    """Why `rate` (tok/s of a repetition: n_prompt + n_gen tokens) of a model of `size` bytes reads more
+    than `most` bytes/s (what `who` reads: held_by): its forward passes (check.forward_passes: one a
+    generated token, one a micro-batch of the prompt) come one after another, each reading at least
+    MIN_ACTIVE_SHARE of the bytes. None where a figure is not known (the counts are held first by the
+    validity pass)."""
     n_gen, n_prompt = quantity(fields.get("n_gen")) or 0, quantity(fields.get("n_prompt")) or 0
-    if not size or size <= 0 or rate is None or n_gen <= 0:
+    passes = forward_passes(fields)
+    if not size or size <= 0 or rate is None or passes <= 0:
         return None
-    least_s = n_gen * size * MIN_ACTIVE_SHARE / most  # a repetition's decode, at the least
-    fastest = (n_gen + max(n_prompt, 0)) / least_s
+    least_s = passes * size * MIN_ACTIVE_SHARE / most  # a repetition's passes, at the least
+    fastest = (max(n_gen, 0) + max(n_prompt, 0)) / least_s
     if rate <= fastest:
         return None
+    batches = passes - max(n_gen, 0)
+    prompt = f"{batches} micro-batch{'es' if batches > 1 else ''} of the prompt"
+    what = (
+        f"generating {n_gen} tokens" + (f" after {prompt}" if batches else "")
+        if n_gen > 0
+        else f"in {prompt}"
+    )
     return (
-        f"{rate:.6g} t/s generating {n_gen} tokens of a model of {counted(size, 'byte')} reads "
+        f"{rate:.6g} t/s {what} of a model of {counted(size, 'byte')} reads "
         f"{rate / fastest * most:.3g} bytes/s at least ({MIN_ACTIVE_SHARE:g} of the weights a "
-        f"token, one token after another): more than {most:.2g}, what {who} reads (at most "
+        f"forward pass, one after another): more than {most:.2g}, what {who} reads (at most "
         f"{fastest:.6g} t/s)"
     )
 
