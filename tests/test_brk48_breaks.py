@@ -57,9 +57,7 @@ def test_a_registry_that_is_no_reference_is_refused_before_anything_runs(
     assert f"matrix.yaml: registry {registry!r}: give HOST[:PORT]" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize(
-    "registry", ["[::1]:5000/r9700", "localhost:5000", "Registry.Example/acme", "r-1.io:65535/a"]
-)
+@pytest.mark.parametrize("registry", ["localhost:5000", "Registry.Example/acme", "r-1.io:65535/a"])
 def test_registry_hosts_of_the_reference_grammar_are_kept(registry: str) -> None:
     from toolkit.publish.push import parse_registry
 

@@ -241,13 +241,12 @@ def plan(lm: LoadedMatrix, store: ResultStore, *, campaign_id: str | None = None
     runner takes the model's format. Each image is the build `toolkit bench` would measure now
     (build_choice.choose_build: the current render inputs) and must have been pushed: BadInput naming
     results/builds.jsonl and the fix (`toolkit push`) otherwise, so every host pulls the same bytes."""
-    from toolkit.publish.push import parse_registry
+    from toolkit.publish.push import registry_for
 
     spec = spec_of(lm)
     cid = campaign_id or new_id()
     results = store.root.resolve()
-    named, key = (spec.registry, "campaign.registry") if spec.registry else (lm.m.registry, "registry")
-    registry = parse_registry(named, f"{lm.path}: {key}") if named else None
+    registry = registry_for(lm, spec.registry, f"{lm.path}: campaign.registry")
     slices: list[Slice] = []
     refused: list[str] = []
     for i, host in enumerate(spec.hosts):

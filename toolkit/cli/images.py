@@ -131,8 +131,10 @@ def build(
     from toolkit.images import build as build_mod
 
     lm = _load(matrix_path)
-    if push_after and not dry_run:
-        build_mod.check_push_registry(lm, registry)
+    if push_after and not dry_run:  # before an hour of builds, not after them
+        from toolkit.publish import push as publish
+
+        publish.push_registry(lm, registry, [spec.name for spec in lm.select_images(images)] or ["x"])
     store = _store(lm, results_dir)
     every = bool(images or all_images or push_after)  # default: what this host can run (doctor's verdict)
     specs, skipped = build_mod.select(lm, images, every=every, allow_software=allow_software_gpu)

@@ -498,7 +498,7 @@ def compare(
     "--digest",
     default=None,
     metavar="ID",
-    help="Image reference to file under. Default: import:<sha256 of the files' bytes>.",
+    help="Image ID (sha256:<64 hex>) or import:NAME to file under. Default: import:<sha256 of the files' bytes>.",
 )
 @click.option(
     "--input-len",

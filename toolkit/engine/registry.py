@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import jsonsafe
-from toolkit.engine.choice import client
+from toolkit.engine.choice import client, engine_label, is_podman
 
 
 @dataclass
@@ -26,16 +26,21 @@ class TransferOutcome:
 
 
 def _registry_hint(error: str, ref: str) -> str:
+    """`error` of a push or pull of `ref`, with what to do for a refused login, an unreachable registry
+    or an HTTP-only one, said for the engine in use (Docker's daemon.json, Podman's registries.conf)."""
     registry = ref.split("/", 1)[0]
     low = error.lower()
     if "unauthorized" in low or "authentication required" in low or "denied" in low:
         return f"{error} (log in once with `docker login {registry}`; the toolkit reads the Docker credential store)"
     if "connection refused" in low or "no such host" in low or "timeout" in low:
-        return f"{error} (is the registry {registry} running and reachable from the Docker engine?)"
+        return f"{error} (is the registry {registry} running and reachable from the engine in use, {engine_label()}?)"
     if "http response to https client" in low:
-        return (
-            f"{error} (the engine talks HTTPS to {registry}; loopback registries are plain HTTP-capable, other "
-            "hosts need `insecure-registries` in daemon.json or TLS)"
+        return f"{error} (the engine talks HTTPS to {registry}; " + (
+            "Podman does so to every registry, loopback too: mark it `insecure = true` in a [[registry]] "
+            "entry of registries.conf (/etc/containers/, rootless ~/.config/containers/), or give it TLS)"
+            if is_podman()
+            else "loopback registries are plain HTTP-capable, other hosts need `insecure-registries` in "
+            "daemon.json or TLS)"
         )
     return error
 

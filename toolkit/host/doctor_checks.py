@@ -463,24 +463,32 @@ REMOTE_WHY = (
 )
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+RESOLVE_TIMEOUT_S = 2.0
+"""The longest _this_host waits for the resolver (a DNS server that does not answer keeps getaddrinfo
+for its retries: 5 s a try by default, more where resolv.conf says so)."""
 
 
-def _this_host(host: str, hostname: str | None) -> bool:
+def _this_host(host: str, hostname: str | None) -> bool | None:
     """Whether the address `host` of DOCKER_HOST reaches this host: `localhost` and its kin (`localhost.`,
     `*.localhost`, `ip6-localhost`), this host's own name (`hostname`, its first label compared as
     remote_engine compares a daemon's), or a name or address every address of which, as the resolver
     gives them to the client that connects (getaddrinfo: `127.1`, `0x7f.1`, `2130706433`,
     `[::ffff:127.0.0.1]`, an /etc/hosts or DNS name), is a loopback or unspecified one or one of this
-    host's own interfaces (_own_address)."""
+    host's own interfaces (_own_address). None (not this host, as far as known) where the resolver
+    gave no answer within RESOLVE_TIMEOUT_S."""
+    from toolkit.host.telemetry import ReadTimeout, timeboxed
+
     name = host.strip().lower().removesuffix(".")
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
     if hostname and not _is_address(name) and _short_host(name) == _short_host(hostname):
         return True
-    try:  # the zone of an IPv6 literal (fe80::1%eth0) is the interface's, as _own_address reads it
-        asked = name.partition("%")[0] if ":" in name else name
-        found = {str(a[4][0]).partition("%")[0] for a in socket.getaddrinfo(asked, None)}
-        addrs = [ipaddress.ip_address(a) for a in found]
+    asked = name.partition("%")[0] if ":" in name else name  # the zone of fe80::1%eth0 is _own_address's
+    try:
+        answer = timeboxed(lambda: socket.getaddrinfo(asked, None), RESOLVE_TIMEOUT_S, f"resolving {asked}")
+        addrs = [ipaddress.ip_address(a) for a in {str(a[4][0]).partition("%")[0] for a in answer}]
+    except ReadTimeout:
+        return None
     except (OSError, ValueError, UnicodeError):  # unresolved, or not an address the resolver gave
         return False
     return bool(addrs) and all(_local(getattr(a, "ipv4_mapped", None) or a) for a in addrs)
@@ -551,8 +559,9 @@ def remote_engine(info: Mapping[str, Any] | None, env: Mapping[str, str], hostna
     scheme, host = "", ""  # a malformed address (the engine's client refuses it): the engine check says so
     if not address_problem(where):
         scheme, host = where.partition("://")[0].lower(), urlsplit(where).hostname or ""
-    if scheme in ("tcp", "ssh", "http", "https") and host and not _this_host(host, hostname):
-        return f"remote {name} at {scheme}://{host} ({var})"
+    if scheme in ("tcp", "ssh", "http", "https") and host and not (here := _this_host(host, hostname)):
+        late = f": {host} did not resolve in {RESOLVE_TIMEOUT_S:g} s, taken as another host"
+        return f"remote {name} at {scheme}://{host} ({var}{'' if here is False else late})"
     client = info.get("ClientInfo")
     context = str(client.get("Context") or "") if isinstance(client, Mapping) else ""
     daemon = _daemon_elsewhere(info, hostname)

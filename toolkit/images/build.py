@@ -513,14 +513,6 @@ def select(
     return build_plan.host_plan(specs, allow_software=allow_software)
 
 
-def check_push_registry(lm: LoadedMatrix, registry: str | None) -> None:
-    """BadInput when `toolkit build --push` has no registry: no --registry and no `registry:` in matrix.yaml."""
-    if not (registry or lm.m.registry):
-        raise BadInput(
-            f"--push needs a registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}"
-        )
-
-
 def build_then_push(
     lm: LoadedMatrix,
     specs: list[ImageSpec],

@@ -43,3 +43,4 @@ from toolkit.matrix.schema import (
     nearest,
 )
 from toolkit.matrix.sizes import memory_bytes
+from toolkit.matrix.template_vars import HOST

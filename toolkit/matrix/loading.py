@@ -337,10 +337,22 @@ class _ScalarError(yaml.constructor.ConstructorError):
 
 
 _PLAIN_NUMBER = {
-    "tag:yaml.org,2002:int": re.compile(r"[-+]?(0|[1-9][0-9]*)"),
+    "tag:yaml.org,2002:int": re.compile(r"0|-?[1-9][0-9]*"),  # as Python writes it: no +5, -0, 010
     "tag:yaml.org,2002:float": re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?"),
 }
-"""Numbers as written in decimal: what a scalar PyYAML resolves to int or float must look like this."""
+"""Numbers as written in decimal: what a scalar PyYAML resolves to int or float must look like this
+(an int in a text field, `env: {X: [+5]}`, is set as Python writes it: X=5)."""
+
+
+class _WrittenFloat(float):
+    """A float YAML read from text Python writes otherwise (1.10 -> 1.1, 1e3 -> 1000.0): its repr is
+    the text written, so a message that refuses it (a float where text goes) quotes what the file says;
+    pydantic's float fields take it as a plain float."""
+
+    text = ""
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _bool_words(key: str | None) -> str:
@@ -366,12 +378,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.key_of: dict[int, str] = {}
+        self.checked: set[int] = set()  # the mappings whose written keys were checked (flatten_mapping)
 
     def construct_object(self, node, deep=False):
         """PyYAML's constructors raise plain ValueError / TypeError / OverflowError for a scalar they
         cannot build: an impossible unquoted date (`ref: 2026-02-30`), an integer of more than 4300
         digits, `!!int x`. Each becomes a ConstructorError at the node's line, which load_matrix
-        reports as bad input naming the line."""
+        reports as bad input naming the line (and the key the value is given under)."""
+        key = self.key_of.get(id(node))
+        under = f"{key}: " if key else ""
         if (
             isinstance(node, yaml.ScalarNode)
             and node.tag == "tag:yaml.org,2002:bool"
@@ -380,24 +395,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             raise _ScalarError(
                 None,
                 None,
-                f"{node.value[:10]!r} is read by YAML 1.1 as a boolean ({node.value.lower() in ('yes', 'on', 'y')}); "
-                f"write {_bool_words(self.key_of.get(id(node)))}, or quote it if it is text",
+                f"{under}{node.value[:10]!r} is read by YAML 1.1 as a boolean ({node.value.lower() in ('yes', 'on', 'y')}); "
+                f"write {_bool_words(key)}, or quote it if it is text: '{node.value[:10]}'",
                 node.start_mark,
             )
         if isinstance(node, yaml.SequenceNode) and id(node) in self.key_of:  # `flash_attn: [on]`
             self.key_of.update(dict.fromkeys(map(id, node.value), self.key_of[id(node)]))
-        if isinstance(node, yaml.ScalarNode) and node.tag in _PLAIN_NUMBER:
-            if not _PLAIN_NUMBER[node.tag].fullmatch(node.value):
-                raise _ScalarError(
-                    None,
-                    None,
-                    f"{node.value[:40]!r} is a YAML 1.1 number form (octal 010 = 8, hex 0x10 = 16, base 60 "
-                    "1:00 = 60, 1_000, .nan, .inf) that reads as another value than it shows; write the "
-                    "plain decimal number, or quote it if it is text",
-                    node.start_mark,
-                )
         try:
-            return super().construct_object(node, deep=deep)
+            value = super().construct_object(node, deep=deep)
         except (ValueError, TypeError, OverflowError) as err:
             value = node.value if isinstance(node, yaml.ScalarNode) else ""
             shown = value if len(value) <= 40 else f"{value[:20]}... ({len(value)} characters)"
@@ -409,12 +414,31 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 "(e.g. ref: '2026-02-30'), else correct it",
                 node.start_mark,
             ) from None
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in _PLAIN_NUMBER:
+            return value
+        if not _PLAIN_NUMBER[node.tag].fullmatch(node.value):
+            raise _ScalarError(
+                None,
+                None,
+                f"{under}{node.value[:40]!r} is a YAML 1.1 number form read as "
+                f"{value!r}, another value than it shows (octal 010 = 8, hex 0x10 = 16, base 60 1:00 = 60, "
+                f"1_000, +5 = 5, .nan); write the plain decimal number, or quote it if it is text: "
+                f"'{node.value[:40]}'",
+                node.start_mark,
+            )
+        if isinstance(value, float) and repr(value) != node.value:
+            value = _WrittenFloat(value)
+            value.text = node.value
+        return value
 
-    def construct_mapping(self, node, deep=False):
-        """The mapping of `node`; a complex key (`? [a, b]`, a mapping) or a duplicate key is a
-        ConstructorError at the key's line."""
+    def flatten_mapping(self, node):
+        """Check the keys written in mapping `node`, then merge the keys of `<<: *anchor` (YAML 1.1
+        merge keys: SafeLoader's flatten_mapping; a key written here wins over a merged one). A
+        complex key (`? [a, b]`, a mapping) or a key written twice in one mapping (`<<` too) is a
+        ConstructorError at the key's line. Each mapping is checked once, before its merge: PyYAML
+        flattens a merged mapping on its first use, and its merged keys are no keys written twice."""
         seen: set = set()
-        for key_node, value_node in node.value:
+        for key_node, value_node in () if id(node) in self.checked else node.value:
             if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: a list or mapping cannot be hashed
                 kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
                 raise yaml.constructor.ConstructorError(
@@ -423,14 +447,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     f"a mapping key must be a plain value, not a {kind}; write `key: value`",
                     key_node.start_mark,
                 )
-            key = self.construct_object(key_node, deep=deep)
+            key = "<<" if key_node.tag == "tag:yaml.org,2002:merge" else self.construct_object(key_node)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} is given twice in one mapping; keep one", key_node.start_mark
                 )
             seen.add(key)
             self.key_of[id(value_node)] = key_node.value
-        return super().construct_mapping(node, deep=deep)
+        self.checked.add(id(node))
+        super().flatten_mapping(node)
 
 
 MAX_MATRIX_BYTES = 1 << 20

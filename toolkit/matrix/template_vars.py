@@ -45,10 +45,13 @@ True/False; but a `bool` above), a date (YAML reads an unquoted 2026-02-28 as on
 
 
 MAX_TEMPLATE_INT = 1 << 20
+HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+"""A registry host of the image reference grammar: dot-separated labels, each starting and ending with
+a letter or digit (an IPv4 address is one; an [IPv6] one is not: Podman's grammar has none)."""
 _IMAGE_REF = re.compile(
     # distribution's reference grammar (github.com/distribution/reference, regexp.go): an optional
     # registry host[:port], lowercase path components, an optional tag, an optional digest
-    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?|localhost)/)?"
+    rf"^(?:{HOST}(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )

@@ -19,7 +19,7 @@ from toolkit.core.errors import BadInput, BuildFailed
 from toolkit.core.text import one_line
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
-from toolkit.matrix.api import LoadedMatrix
+from toolkit.matrix.api import HOST, LoadedMatrix
 from toolkit.results.records import (
     BuildRecord,
     ResultStore,
@@ -33,11 +33,12 @@ ATTEST_NOTE = (
     "driver cannot. `toolkit push --attest` rebuilds and pushes through such a builder when one exists "
     "(`docker buildx create --driver docker-container --use`, which needs the moby/buildkit image)."
 )
-_REGISTRY = re.compile(  # distribution's reference grammar: a host of dot-separated labels (or [IPv6]),
-    # each starting and ending with a letter or digit; an optional port; lowercase path components
-    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])"
-    r"(?::(?P<port>[0-9]{1,5}))?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
+_REGISTRY = re.compile(  # the reference grammar both engines read: a host of dot-separated labels, each
+    # starting and ending with a letter or digit (no [IPv6]: Podman's containers/image grammar has none,
+    # only distribution's newer one, Docker 23+, reads it); an optional port; lowercase path components
+    rf"^{HOST}(?::(?P<port>[0-9]{{1,5}}))?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
 )
+_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
 
 
@@ -57,7 +58,7 @@ def push_hint(
     default = lm.m.registry if lm is not None and lm.m.registry else None
     if registry is None:
         return f"`{push} --registry {REGISTRY_PLACEHOLDER}` with the address of {whose} in its place"
-    if default is None or parse_registry(default) != parse_registry(registry):
+    if default is None or default.strip().rstrip("/") != registry.strip().rstrip("/"):
         return f"`{push} --registry {registry}`"
     return f"`{push}`"
 
@@ -73,16 +74,50 @@ def parse_registry(value: str, where: str = "registry", names: Sequence[str] = (
     """`HOST[:PORT][/NAMESPACE...]` without a scheme or trailing slash (a port 1-65535), that with
     `/NAME` of each of `names` (the images to push there) is a repository name of at most 255
     characters; BadInput naming `where` (the option or the matrix key it came from) otherwise: `..`,
-    `-x` or 300 characters as a host was taken, then refused by the engine as an invalid reference only
-    when the push ran (exit 2)."""
+    `-x`, `[::1]:5000` (Podman's tag: `invalid reference format`) or 300 characters as a host was
+    taken, then refused by the engine as an invalid reference only when the push ran (exit 2); an
+    empty value is said to be empty; Docker Hub without a namespace (docker.io/cpu is its `library`
+    namespace, the official images', which refuses the push) asks for one."""
     reg = value.strip().rstrip("/")
+    shown = f"{where} {one_line(value)[:300]!r}"
+    if reg.startswith("["):
+        raise BadInput(
+            f"{shown}: an IPv6 address is no host in Podman's image references (Docker 23+ reads it, Podman's "
+            "tag fails: invalid reference format); give a host name or an IPv4 address, e.g. "
+            "localhost:5000/r9700 or 127.0.0.1:5000/r9700"
+        )
     m = None if "://" in reg else _REGISTRY.match(reg)
     if not m or not 1 <= int(m["port"] or 443) <= 65535 or len(reg) + 1 + max(map(len, names)) > 255:
         raise BadInput(
-            f"{where} {one_line(value)[:300]!r}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 or "
-            "ghcr.io/acme (no http://; a host name, a port 1-65535, a lowercase namespace; with /IMAGE at "
+            f"{shown if reg else f'{where} is empty'}: give HOST[:PORT]/NAMESPACE, e.g. 127.0.0.1:5000/r9700 "
+            "or ghcr.io/acme (no http://; a host name, a port 1-65535, a lowercase namespace; with /IMAGE at "
             "most 255 characters)"
         )
+    host, _, path = reg.partition("/")
+    if host.lower() in _HUB and path in ("", "library"):
+        raise BadInput(
+            f"{shown}: Docker Hub takes a push only under an account's namespace (docker.io/IMAGE "
+            "is docker.io/library/IMAGE, the official images', which refuses it): give docker.io/NAMESPACE"
+        )
+    return reg
+
+
+def registry_for(
+    lm: LoadedMatrix, given: str | None, where: str = "--registry", names: Sequence[str] = ("x",)
+) -> str | None:
+    """The registry `given` (named `where` in messages: --registry, the campaign's key), else the
+    matrix's `registry:`, each parsed (parse_registry: BadInput, an empty one too); None where neither is
+    given. The one door of every command that takes a registry (push, build --push, campaign)."""
+    if given is not None:
+        return parse_registry(given, where, names)
+    return None if lm.m.registry is None else parse_registry(lm.m.registry, f"{lm.path}: registry", names)
+
+
+def push_registry(lm: LoadedMatrix, given: str | None, names: Sequence[str] = ("x",)) -> str:
+    """registry_for of push and build --push, where one is needed: BadInput when neither is given."""
+    reg = registry_for(lm, given, names=names)
+    if reg is None:
+        raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
     return reg
 
 
@@ -343,13 +378,8 @@ def push_images(
 ) -> list[PushResult]:
     """Push the latest build of each named image (default: every image of the matrix); `dry_run`:
     say what would be tagged and pushed (push_image), push and record nothing."""
-    if not (registry or lm.m.registry):
-        raise BadInput(f"no registry: pass --registry HOST:PORT/NAMESPACE or set `registry:` in {lm.path}")
     specs = lm.select_images(names)
-    pushed = [spec.name for spec in specs] or ["x"]
-    reg = parse_registry(
-        registry or lm.m.registry or "", "--registry" if registry else f"{lm.path}: registry", pushed
-    )
+    reg = push_registry(lm, registry, [spec.name for spec in specs] or ["x"])
     out = []
     for spec in specs:
         if dry_run:

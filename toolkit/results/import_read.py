@@ -51,7 +51,9 @@ def digest_folder_problem(digest: str) -> str | None:
     return None
 
 
-_DIGEST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(:[A-Za-z0-9_.+-]+)*")
+MAX_LABEL = 64
+"""The longest import --label (a column of the tables) and import:NAME of --digest, in characters."""
+_IMPORT_DIGEST = re.compile(rf"import:[A-Za-z0-9][A-Za-z0-9_.+-]{{0,{MAX_LABEL - 1}}}")
 
 
 @dataclass
@@ -286,27 +288,25 @@ def check_options(
                 "not): a record could not name its source; rename the file, e.g. `mv -- <it> run.jsonl`"
             )
     if (
-        not label.strip()
+        not label[:1].isalnum()
+        or len(label) > MAX_LABEL
         or any(c.isspace() or not c.isprintable() for c in label)
         or any(c in label for c in "/|`")
     ):  # | and ` would break the tables a label heads; control characters would rewrite a terminal
         raise BadInput(
-            f"--label {label!r}: give a short name without spaces, control characters, '/', '|' or '`', "
-            "e.g. bare-metal-hip"
+            f"--label {label[:80]!r}{f' ({len(label)} characters)' if len(label) > 80 else ''}: give a short "
+            f"name, at most {MAX_LABEL} characters, starting with a letter or digit, without spaces, control "
+            "characters, '/', '|' or '`', e.g. bare-metal-hip"
         )
     if model_sha256 is not None and not is_sha256(model_sha256):
         raise BadInput(
             f"--model-sha256 {model_sha256!r}: expected 64 lower-case hex digits (`sha256sum model.gguf`)"
         )
-    if digest is not None and digest.startswith("sha256:") and not is_image_id(digest):
-        raise BadInput(
-            f"--digest {digest!r}: a sha256: digest is 64 lower-case hex digits (`docker image inspect "
-            "--format '{{.Id}}' IMAGE`); or name the set another way, e.g. import:my-run"
-        )
-    if digest is not None and not _DIGEST_RE.fullmatch(digest):
-        raise BadInput(
-            f"--digest {digest!r}: letters, digits and . _ + - separated by ':', e.g. "
-            "sha256:<hex> or import:my-run"
+    if digest is not None and not (is_image_id(digest) or _IMPORT_DIGEST.fullmatch(digest)):
+        raise BadInput(  # a digest that is neither would be taken for an image an engine holds (reproduce pulls it)
+            f"--digest {digest[:80]!r}{f' ({len(digest)} characters)' if len(digest) > 80 else ''}: give an "
+            "image ID, sha256: and 64 lower-case hex digits (`docker image inspect --format '{{.Id}}' IMAGE`), "
+            f"or import:NAME, at most {MAX_LABEL} letters, digits and . _ + -, e.g. import:my-run"
         )
     if digest is not None and (why := digest_folder_problem(digest)):
         raise BadInput(f"--digest {digest!r}: {why}; name the set another way, e.g. import:my-run")
