@@ -16,7 +16,7 @@ from toolkit.analysis import provenance, roofline
 from toolkit.core import gpuspecs, jsonsafe
 from toolkit.models import gguf_meta
 from toolkit.results import identity, import_repeats
-from toolkit.runtimes.llama_bench import output, readers, validity
+from toolkit.runtimes.llama_bench import output, plausible, readers, validity
 from toolkit.runtimes.vllm import args as vargs
 
 SLOW = 5.0  # seconds: every 1 MB input below takes well under 0.5 s when linear, minutes when quadratic
@@ -89,7 +89,7 @@ MB = 1 << 20
         ("identity _NUMERIC", lambda s: identity._NUMERIC.fullmatch(s)),
         ("identity text value", lambda s: identity._text_value(s)),
         ("readers _NUMBER", lambda s: readers._NUMBER.findall(s)),
-        ("roofline _NBA_RE", lambda s: roofline._NBA_RE.search(s)),
+        ("plausible _NBA_RE", lambda s: plausible._NBA_RE.search(s)),
         ("gpuspecs normalize_name", lambda s: gpuspecs.normalize_name(s)),
         ("vLLM log notes", lambda s: vargs.log_notes(s)),
         ("progress line", lambda s: output.progress_of(s)),
@@ -136,8 +136,8 @@ def test_the_numeric_text_reading_is_unchanged():
     got = [identity._text_value(t) for t in ("512", "-1", "0.50", "1e3", ".5", "5.", "f16", "1.2.3", "0x0")]
     assert got == [512, -1, 0.5, 1000, 0.5, 5, "f16", "1.2.3", "0x0"]
     assert readers._NUMBER.findall("[1.0, 2.5e3; -3 nan .5]") == ["1.0", "2.5e3", "-3", "nan", ".5"]
-    assert roofline._NBA_RE.search("qwen3moe 30b.a3b q4_k").groups() == ("30", "3")
-    assert roofline._NBA_RE.search("1234567b.a3b") is None  # no number cut out of a longer one
+    assert plausible._NBA_RE.search("qwen3moe 30b.a3b q4_k").groups() == ("30", "3")
+    assert plausible._NBA_RE.search("1234567b.a3b") is None  # no number cut out of a longer one
 
 
 def test_vllm_log_notes_read_as_before():

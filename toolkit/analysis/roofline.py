@@ -19,11 +19,9 @@ Active share of a mixture-of-experts model (only the routed experts are read per
      bounds (the header alone, never the weights): non-expert tensors + expert tensors x
      expert_used/expert_count (bytes and parameters counted per tensor: exact for the weights,
      ignoring the router's choice); a name or file that cannot be read so is "unknown" here;
-  2. a small table of known model types (numbers from the model cards);
-  3. llama.cpp's `NB.AMB` model-type size (e.g. `30B.A3B` -> 3/30), rounded as llama.cpp rounds;
-  4. a model type without an MoE marker counts as dense (share 1): "dense-arch" where its architecture is one
-     llama.cpp builds with no expert tensors at all (DENSE_ARCHS), so it is held to 1 x the peak; "dense"
-     otherwise (an MoE the marker list lacks may hide behind it), held to 1 / SMALLEST_MOE_SHARE.
+  2. the share its model type states (plausible.stated_share, which the validity pass holds its rate to
+     as well): a known type's table, `NB.AMB`, or dense: "dense-arch" (DENSE_ARCHS) is held to 1 x the
+     peak, "dense" (an MoE the marker list lacks may hide behind it) to 1 / MIN_ACTIVE_SHARE.
 
 The yardstick is the exact GPU PRODUCT (toolkit/core/gpuspecs.py, from gpu_info or the passed cards' PCI ids),
 never a gfx arch; how many GPUs a run used is gpu_use; a multi-GPU run is never held against one card's peak:
@@ -44,60 +42,7 @@ from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_b
 from toolkit.models import gguf_meta
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import check, plausible
-
-# Active parameters / total parameters of known MoE model types (llama.cpp `model_type` prefix).
-KNOWN_ACTIVE_SHARE: dict[str, float] = {
-    "qwen3moe 30b.a3b": 3.3 / 30.5,  # Qwen3-30B-A3B model card: 30.5B total, 3.3B activated
-    "qwen3moe 235b.a22b": 22.0 / 235.0,  # Qwen3-235B-A22B model card
-    "gpt-oss 20b": 3.6 / 21.0,  # gpt-oss-20b model card: 21B total, 3.6B active
-    "gpt-oss 120b": 5.1 / 117.0,  # gpt-oss-120b model card: 117B total, 5.1B active
-}
-# Bounded digit runs that cannot start inside a number: linear on a stored record's text (`(\d+...)` was
-# retried from every digit of a long run: quadratic).
-_NBA_RE = re.compile(r"(?<![\d.])(\d{1,6}(?:\.\d{1,6})?)B\.A(\d{1,6}(?:\.\d{1,6})?)B", re.IGNORECASE)
-_MOE_MARKERS = (
-    "moe",
-    "mixtral",
-    "deepseek2",
-    "gpt-oss",
-    "a3b",
-    "x7b",
-    "x22b",
-    "llama4",
-    "dbrx",
-    "grok",
-    "dots1",
-    "jamba",
-    "arctic",
-)
-DENSE_ARCHS = frozenset(
-    "qwen2 qwen2vl qwen3 qwen3vl qwen35 gemma gemma2 gemma3 gemma3n phi2 starcoder2 command-r cohere2 olmo2 "
-    "exaone exaone4 internlm2 glm4 minicpm3 falcon gpt2 stablelm seed_oss smollm3 apertus deci baichuan mamba "
-    "mamba2".split()
-)
-"""llama.cpp architectures (model_type's first word) whose loader makes no expert tensor (`*_exps`) at
-0c1e57098 (src/models/<arch>.cpp: no ffn_*_exps, no build_moe_ffn): every token reads every weight, so
-a decode beyond the GPU's bandwidth is beyond its peak, not an MoE the marker list lacks. `llama`,
-`phi3`, `granite`, `mistral3`, `gemma4` are not here: their loaders take experts (Mixtral is `llama`)."""
-# `17Bx16E`, `17Bx128E` (llama.cpp's type name of Llama 4 Scout / Maverick): N experts of a size
-_EXPERTS_RE = re.compile(r"(?<![\d.])\d{1,6}(?:\.\d{1,6})?bx\d{1,4}e\b")
-
-SMALLEST_MOE_SHARE = plausible.MIN_ACTIVE_SHARE  # 0.03: the validity pass holds parameter counts to it too
-"""The smallest share of weights a known mixture-of-experts model uses per token (Kimi K2: 32B of 1T,
-3.2 %; Qwen3-Next-80B-A3B 3.75 %; Llama 4 Maverick 17B of 400B, 4.25 %). A model taken as dense only
-because its type names no MoE marker (ActiveShare source "dense") may be one this list lacks: its
-roofline fraction is an upper bound, called above the peak only beyond 1 / this share."""
-
-
-@dataclass(frozen=True)
-class ActiveShare:
-    """Share of the weights used per token: by bytes (decode reads) and by parameters (prefill FLOPs)."""
-
-    bytes_share: float
-    params_share: float
-    source: (
-        str  # gguf | table | model-type | dense-arch | dense | least (ceiling only: an unknown MoE's floor)
-    )
+from toolkit.runtimes.llama_bench.plausible import MIN_ACTIVE_SHARE, ActiveShare
 
 
 @dataclass(frozen=True)
@@ -121,8 +66,8 @@ class Roofline:
     @property
     def limit(self) -> float:
         """The fraction above which it is beyond what its GPUs could do: 1, or, where the model is taken
-        as dense only because its type names no known MoE (share source "dense"), 1 / SMALLEST_MOE_SHARE."""
-        return 1 / SMALLEST_MOE_SHARE if self.share.source == "dense" else 1.0
+        as dense only because its type names no known MoE (share source "dense"), 1 / MIN_ACTIVE_SHARE."""
+        return 1 / MIN_ACTIVE_SHARE if self.share.source == "dense" else 1.0
 
     @property
     def above_peak(self) -> bool:
@@ -179,19 +124,7 @@ def gguf_active_share(path: str) -> ActiveShare | None:
 def active_share(r: BenchRecord) -> ActiveShare | None:
     """Share of the model's weights touched per token (see the module docstring for the order)."""
     from_file = gguf_active_share(r.model.path) if r.model.path else None
-    if from_file:
-        return from_file
-    mtype = str(r.raw.get("model_type") or "").lower()
-    for prefix, share in KNOWN_ACTIVE_SHARE.items():
-        if mtype.startswith(prefix):
-            return ActiveShare(share, share, "table")
-    m = _NBA_RE.search(mtype)
-    if m and float(m.group(1)) > 0:
-        share = float(m.group(2)) / float(m.group(1))
-        return ActiveShare(share, share, "model-type")
-    if mtype and not any(k in mtype for k in _MOE_MARKERS) and not _EXPERTS_RE.search(mtype):
-        return ActiveShare(1.0, 1.0, "dense-arch" if mtype.split()[0] in DENSE_ARCHS else "dense")
-    return None
+    return from_file or plausible.stated_share(r.raw.get("model_type"))
 
 
 def model_bytes(r: BenchRecord) -> float | None:
@@ -440,7 +373,7 @@ def weights_on_host(r: BenchRecord) -> str | None:
 def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) -> Assessment:
     """The roofline of record `r` with the GPUs it used, or None and why (note). `ceiling`: against
     the sum of the used cards' peaks in any split (for 'faster than the hardware' checks; a MoE whose
-    share is unknown is taken at SMALLEST_MOE_SHARE, the fewest any reads: share source "least", a rate
+    share is unknown is taken at MIN_ACTIVE_SHARE, the fewest any reads: share source "least", a rate
     that is at least the implied one). `use`: gpu_use(r) where the caller has it (an Assessment's), else
     found here."""
     use = use if use is not None else gpu_use(r)
@@ -453,7 +386,7 @@ def assess(r: BenchRecord, *, ceiling: bool = False, use: GpuUse | None = None) 
         return Assessment(None, use, how)
     share = active_share(r)
     if share is None and ceiling:  # no MoE reads less than the smallest known share: a floor of its rate
-        share = ActiveShare(SMALLEST_MOE_SHARE, SMALLEST_MOE_SHARE, "least")
+        share = ActiveShare(MIN_ACTIVE_SHARE, MIN_ACTIVE_SHARE, "least")
     if share is None:
         return Assessment(None, use, "active share of the model's weights unknown (MoE type not recognised)")
     if r.axis == "decode":

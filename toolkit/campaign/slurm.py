@@ -78,7 +78,7 @@ _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
 
 
 def _word(v: str | None, info) -> str | None:
-    if v is not None and not _WORD.match(v):
+    if v is not None and not _WORD.fullmatch(v):
         raise ValueError(
             f"{info.field_name} {v[:80]!r}: letters, digits and _ . : + - only (it names a folder and a file)"
         )

@@ -87,7 +87,9 @@ def path_text(path: object) -> str:
     )
 
 
-_SHELL_UNSAFE = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}\ud800-\udfff]")
+NOT_ONE_LINE = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI_CONTROLS}\ud800-\udfff]")
+"""What one line of text from outside that is stored or printed as it is (a run id, a TOOLKIT_* variable's
+value) may not hold: a C0 or C1 control, DEL, a bidi control, an undecodable byte (a lone surrogate)."""
 _SHELL_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
 
 
@@ -97,7 +99,7 @@ def shell_word(word: str) -> str:
     else ANSI-C quoting (`$'a\\nb'`: bash, zsh, ksh, POSIX.1-2024 sh), each C0 or C1 control, DEL, bidi
     control and undecodable byte (os.fsdecode's lone surrogate) written as its escape (`\\n`, `\\t`, `\\r`,
     else `\\xHH` per UTF-8 byte)."""
-    if _SHELL_UNSAFE.search(word) is None:
+    if NOT_ONE_LINE.search(word) is None:
         return shlex.quote(word)
     return "$'" + "".join(_shell_char(c) for c in word) + "'"
 
@@ -113,7 +115,7 @@ def _shell_char(c: str) -> str:
     """One character of shell_word's `$'...'`: as it is, backslash-escaped, or its bytes as `\\xHH`."""
     if c in _SHELL_ESCAPES:
         return _SHELL_ESCAPES[c]
-    if _SHELL_UNSAFE.match(c) is None:
+    if NOT_ONE_LINE.match(c) is None:
         return c
     raw = c.encode("utf-8", "surrogateescape" if "\udc80" <= c <= "\udcff" else "surrogatepass")
     return "".join(f"\\x{b:02x}" for b in raw)

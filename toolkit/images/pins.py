@@ -223,7 +223,7 @@ def _var_git_source(lm: LoadedMatrix, spec: ImageSpec, key: str) -> tuple[str, S
         return None
     ref, where = spec.vars[ref_key], f"images[{spec.name}].vars.{key} + {ref_key}"
     try:
-        return where, SourceSpec(git=value, ref=ref, commit=ref if _FULL_COMMIT.match(ref) else None)
+        return where, SourceSpec(git=value, ref=ref, commit=ref if _FULL_COMMIT.fullmatch(ref) else None)
     except ValidationError as err:
         raise BadInput(
             f"{lm.path}: {where}: not a git source ({err.errors()[0]['msg']}); fix the variables"
@@ -520,7 +520,7 @@ def check_git(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinRes
     branch must exist and, with `commit`, still point at it (else moved)."""
     url, ref, want = src.git or "", src.ref or "", src.commit
     host = _git_host(url)
-    if _FULL_COMMIT.match(ref):
+    if _FULL_COMMIT.fullmatch(ref):
         hosts.call(host, lambda: git_commit_exists(url, ref, timeout), url)
         if want and not ref.startswith(want):
             return PinResult(
@@ -534,7 +534,7 @@ def check_git(pin: Pin, src: SourceSpec, hosts: Hosts, timeout: float) -> PinRes
     try:
         now = hosts.call(host, lambda: git_ref_commit(url, ref, timeout), url)
     except Gone:
-        if _HEX.match(ref):
+        if _HEX.fullmatch(ref):
             raise Unreachable(
                 f"{ref!r} looks like an abbreviated commit: a remote serves commits by full hash only; "
                 "give the full 40-hex commit to have it checked"

@@ -135,7 +135,7 @@ class SourceSpec(StrictBlock):
             r"^(https?|ssh|git|file)://[^\s'\"`$;]+$|^[\w.-]+@[\w.-]+:[^\s'\"`$;]+$", self.git
         ):
             raise ValueError(f"git {self.git!r} is not a git URL (https://..., ssh://..., git@host:path)")
-        if self.pypi and not re.match(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$", self.pypi):
+        if self.pypi and not re.fullmatch(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+$", self.pypi):
             raise ValueError(
                 f"pypi {self.pypi!r} must be an exact pin NAME==VERSION (e.g. llama-cpp-python==0.3.36)"
             )
@@ -183,7 +183,7 @@ class ImageSpec(StrictBlock):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not _NAME.fullmatch(v):
             raise ValueError(
                 "image name must be lowercase letters, digits, '.', '_' or '-', start and end with a "
                 "letter or digit (max 63 chars)"
@@ -193,7 +193,7 @@ class ImageSpec(StrictBlock):
     @field_validator("template")
     @classmethod
     def _template(cls, v: str) -> str:
-        if not _FILE_NAME.match(v):
+        if not _FILE_NAME.fullmatch(v):
             raise ValueError(
                 f"template {v!r} must be a file name in Dockerfile.templates/ (no '/', no leading '.')"
             )
@@ -211,7 +211,7 @@ class ImageSpec(StrictBlock):
         for key, val in v.items():
             if key in _RESERVED_VARS:
                 raise ValueError(f"{image}template variable {key!r} is set by the toolkit; rename yours")
-            if not isinstance(key, str) or not re.match(r"^[a-z_][a-z0-9_]*$", key):
+            if not isinstance(key, str) or not re.fullmatch(r"^[a-z_][a-z0-9_]*$", key):
                 raise ValueError(f"{image}template variable name {key!r} must be snake_case")
             try:
                 check_template_var(key, val)
@@ -260,7 +260,7 @@ class ModelSpec(StrictBlock):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _FILE_NAME.match(v):
+        if not _FILE_NAME.fullmatch(v):
             raise ValueError(
                 "model name must be letters, digits, '.', '_' or '-' (it names containers and log files)"
             )
@@ -553,7 +553,7 @@ class CampaignHost(StrictBlock):
     @field_validator("node", "alias", "engine")
     @classmethod
     def _word(cls, v: str | None, info) -> str | None:
-        if v is not None and not _SLURM_WORD.match(v):
+        if v is not None and not _SLURM_WORD.fullmatch(v):
             raise ValueError(
                 f"{info.field_name} {v!r}: letters, digits and _ . : - only (it names a folder and a job)"
             )
@@ -563,7 +563,7 @@ class CampaignHost(StrictBlock):
     @classmethod
     def _features(cls, v: list[str]) -> list[str]:
         for f in v:
-            if not _SLURM_WORD.match(f):
+            if not _SLURM_WORD.fullmatch(f):
                 raise ValueError(f"feature {f!r}: letters, digits and _ . : - only")
         return v
 
@@ -607,7 +607,7 @@ class CampaignSpec(StrictBlock):
     @field_validator("partition", "gres_type")
     @classmethod
     def _word(cls, v: str | None, info) -> str | None:
-        if v is not None and not _SLURM_WORD.match(v):
+        if v is not None and not _SLURM_WORD.fullmatch(v):
             raise ValueError(f"{info.field_name} {v!r}: letters, digits and _ . : - only")
         return v
 

@@ -16,7 +16,7 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=%~^-]*$")
 
 def check_safe(value: str, what: str) -> str:
     """`value` unchanged, or ValueError naming `what` and the characters allowed."""
-    if not _SAFE_VALUE.match(value):
+    if not _SAFE_VALUE.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} contains characters that are not allowed (newline, quote, space, $, ;, "
             "backtick, ...); use only letters, digits and _ . , : / @ + = % ~ ^ -"
@@ -92,7 +92,7 @@ def check_template_var(key: str, val: Any) -> None:
                 raise ValueError(
                     f"template variable {key!r}: item {excerpt(item, 40)} is not text: expected {want}"
                 )
-            if kind == "gfx-list" and not _GFX.match(item):
+            if kind == "gfx-list" and not _GFX.fullmatch(item):
                 raise ValueError(
                     f"template variable {key!r}: {item!r} is not an AMD GPU target: expected {want}"
                 )

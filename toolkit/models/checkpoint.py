@@ -220,7 +220,7 @@ def local_revision(model_dir: Path) -> str | None:
         first = meta.read_text().splitlines()[0].strip()
     except (OSError, IndexError, UnicodeDecodeError):
         return None
-    return first if _COMMIT.match(first) else None
+    return first if _COMMIT.fullmatch(first) else None
 
 
 def check_revision(lm: LoadedMatrix, model: ModelSpec, model_dir: Path) -> str | None:
@@ -254,7 +254,7 @@ def pin_revision_in_matrix(matrix_path: Path, model_name: str, revision: str) ->
     """Write `revision: <commit>` under models[model_name].hf in the matrix file, keeping every other
     line (and comment) as it is. Returns False, leaving the file untouched, when the file's layout is
     not the block style this edit understands or the result would differ in anything but that key."""
-    if not _COMMIT.match(revision):
+    if not _COMMIT.fullmatch(revision):
         raise ValueError(f"{revision!r} is not a 40-hex commit hash")
     text = Path(matrix_path).read_text()
     before = yaml.safe_load(text)

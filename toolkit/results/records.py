@@ -47,7 +47,7 @@ from pydantic import (
 from toolkit.core import jsonsafe, stats
 from toolkit.core.errors import FileSystemError
 from toolkit.core.signals import no_interrupt
-from toolkit.core.text import BIDI_CONTROLS, counted, path_text
+from toolkit.core.text import NOT_ONE_LINE, counted, path_text
 from toolkit.core.types import (  # the bounds every reader holds a measurement to
     INT64,
     MAX_TOKENS,
@@ -85,11 +85,10 @@ Num = Annotated[float, BeforeValidator(_no_bool)]
 Size = Annotated[
     int, BeforeValidator(lambda v: 0 if isinstance(v, bool) else v), _I64
 ]  # bool: 0, not recorded
-_NOT_IN_ID = re.compile(rf"[\x00-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 
 
 def _one_line(run_id: str) -> str:
-    if _NOT_IN_ID.search(run_id):
+    if NOT_ONE_LINE.search(run_id):
         raise ValueError(
             f"{run_id[:80]!r} holds a control character (a line break, an escape): a run id "
             "is one line of text (`20261205T101102Z-70c142`)"
