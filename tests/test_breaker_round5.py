@@ -76,7 +76,7 @@ def test_every_text_filter_replaces_a_lone_surrogate_so_it_can_be_written():
 def test_a_lone_surrogate_in_a_stored_model_name_does_not_crash_report(tmp_path, fmt):
     """Reproducer: UnicodeEncodeError 'surrogates not allowed', exit 1, to stdout and with -o."""
     bench = _imported(tmp_path)
-    _append(bench, run_id="import-x1", model__name="bad\ud800name")
+    _append(bench, run_id="import-x1", model__name="bad\ud800name", model__path="other.gguf")  # its own file
     p = toolkit(
         "report",
         "--results",

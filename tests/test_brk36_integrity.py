@@ -266,7 +266,7 @@ def test_reproduce_of_a_tiny_stand_in_says_its_numbers_are_smoke_data():
     from toolkit.publish.repro_output import reproduction_json
 
     def tiny(r):
-        r.model.size_bytes = 1_611_104
+        r.model.size_bytes, r.raw["model_size"] = 1_611_104, 1_595_904  # the file, llama-bench's tensors
         return r
 
     rec = [tiny(make_record("cpu", "cpu", p=512, avg=1000.0, model="tiny-qwen3moe"))]

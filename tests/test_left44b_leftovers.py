@@ -83,7 +83,9 @@ def test_every_option_naming_a_written_path_checks_its_folder() -> None:
         if p.name in ("output", "plots_dir")
     }
     assert ("campaign render-k8s", "output") in written and ("report", "plots_dir") in written, written
-    assert {k for k, cb in written.items() if cb is not output_parent} == set()
+    assert {
+        k for k, cb in written.items() if getattr(cb, "func", cb) is not output_parent
+    } == set()  # a partial
 
 
 def test_compare_against_a_folder_writes_nothing_into_it(tmp_path: Path) -> None:

@@ -122,9 +122,9 @@ def test_the_verdict_says_two_images_measured_different_models(tmp_path):
     args = ["report", "--results", str(tmp_path / "results"), "--format", "github"]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
-    # the command between literal backticks (md_line escapes every backtick: a name's would pair with it)
+    # the command as the toolkit's own code span (fix49a: the line is a Prose; its names are escaped)
     bench = f"toolkit bench --results {tmp_path / 'results'} -m NAME"  # into the folder read (fix47b)
-    assert rf"they measured different models; measure one model on each (\`{bench}\`)" in res.stdout
+    assert f"they measured different models; measure one model on each (`{bench}`)" in res.stdout
     assert "pick images with --image" not in res.stdout
 
 

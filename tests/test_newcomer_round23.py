@@ -87,7 +87,7 @@ def test_one_model_measured_at_different_tests_is_not_called_two_models(tmp_path
     assert "different models" not in decode, decode
     assert "they measured different tests (bare-metal@import:" in decode and ": tg16; cpu@" in decode, decode
     assert decode.endswith(  # the bench into the --results the report read (invocation.command: fix47b)
-        rf": tg64); measure one test on each (\`toolkit bench --results {tmp_path / 'results'}\` runs "  # md_line
+        f": tg64); measure one test on each (`toolkit bench --results {tmp_path / 'results'}` runs "  # code: fix49a
         "matrix.yaml's, or import a result file of one of them))"
     ), decode
 

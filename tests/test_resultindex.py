@@ -69,7 +69,7 @@ def _edge_cases(results: Path, meta: dict) -> None:
             "created": "2024-01-01T00:00:00+00:00",  # measured (raw test_time) before it was written, in an image built before
             "raw": {**cpu[0]["raw"], "test_time": "2023-12-31T23:00:00Z"},
             "image": {**cpu[0]["image"], "digest": newest_cpu, "labels": {}},
-            "model": {**cpu[0]["model"], "name": "tiny-old"},
+            "model": {**cpu[0]["model"], "name": "tiny-old", "path": "/models/tiny-old.gguf"},  # its own file
         },
         {
             **cpu[0],
@@ -77,7 +77,7 @@ def _edge_cases(results: Path, meta: dict) -> None:
             "created": "2024-01-02T00:00:00+00:00",  # measured (raw test_time) before it was written, in an image built before
             "raw": {**cpu[0]["raw"], "test_time": "2024-01-01T23:00:00Z"},
             "image": {**cpu[0]["image"], "digest": newest_cpu, "labels": {}},
-            "model": {**cpu[0]["model"], "name": "tiny-old"},
+            "model": {**cpu[0]["model"], "name": "tiny-old", "path": "/models/tiny-old.gguf"},
         },
     ]
     # a repetition run (bench.runs: 3) newest for its tests: combined, not superseded by each other

@@ -293,6 +293,6 @@ def resolve_whole(store, ref: str, records: list[BenchRecord] | None = None):
         return compare.Side(ref, image_label(mine[0]), mine)
     newest = resultindex.runs_newest_first(recs) if not digests else []  # a run id by its start
     if runs := resultindex.run_begun(ref, (h.run_id for h in newest)):
-        label = f"run {runs[0]}" if len(runs) == 1 else f"tune session {ref} ({len(runs)} trial runs)"
+        label = f"run {runs[0]}" if len(runs) == 1 else resultindex.group_words(ref, runs, label=True)
         return compare.Side(ref, label, [r for r in recs if r.run_id in runs])
     raise compare._unresolved(store, ref, digests)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from toolkit.analysis.facts import Facts, image_label, stand_in
 from toolkit.analysis.flag_help import RPC_FLAG, held_words
 from toolkit.core import backends
-from toolkit.results.records import BenchRecord
+from toolkit.results import identity
+from toolkit.results.records import BenchRecord, imported
 
 
 def smoke_caveats(records: list[BenchRecord]) -> list[str]:
     """Why these numbers are smoke signals, not a basis for routing: a tiny stand-in model, a
-    software (CPU-type) GPU device."""
+    software (CPU-type) GPU device. A model is named once (tiny_names)."""
     out = []
-    tiny = sorted({r.model.name for r in records if stand_in(r)})
+    tiny = tiny_names(records)
     if tiny:
         are = "is a tiny stand-in model; its" if len(tiny) == 1 else "are tiny stand-in models; their"
         out.append(
@@ -30,6 +31,18 @@ def smoke_caveats(records: list[BenchRecord]) -> list[str]:
             "an upstream release)"
         )
     return out
+
+
+def tiny_names(records: list[BenchRecord]) -> list[str]:
+    """The names of the tiny stand-in models `records` measured (facts.stand_in), one per model file:
+    records of one file name described alike by llama-bench (identity.model_fingerprint) are one
+    model, named as a bench named it before an import's file name (`tiny-qwen3moe`, not also
+    `tiny-qwen3moe.gguf` of a compare against an import of the same file, nc48b S8); sorted."""
+    names: dict[tuple, str] = {}
+    for r in sorted((r for r in records if stand_in(r)), key=lambda r: imported(r.image.digest)):
+        file = (r.model.path or "").rsplit("/", 1)[-1] or r.model.name
+        names.setdefault((file, identity.model_fingerprint(r)), r.model.name)
+    return sorted(set(names.values()))
 
 
 def held_caveats(facts: list[Facts]) -> list[str]:

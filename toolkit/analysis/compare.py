@@ -65,6 +65,17 @@ class Side:
     label: str  # how it is shown: image label, or `run <id>`
     records: list[BenchRecord]
 
+    @property
+    def closed(self) -> bool:
+        """No measuring adds a test to this side: it is named by a run id (its start) or a group's
+        (every record's run begins the ref: bench never adds to a run that ended), or it is tune trials
+        or imported (side_kind: measured by a search, or elsewhere). An image name or digest is open:
+        `toolkit bench` of it adds tests."""
+        by_run = len(self.ref) >= resultindex.RUN_PREFIX_MIN and all(
+            r.run_id.startswith(self.ref) for r in self.records
+        )
+        return by_run or side_kind(self.records) != "bench"
+
 
 @dataclass
 class CompareRow:
@@ -158,6 +169,19 @@ class Comparison:
             parts.append(f"{len(self.only_b)} test(s) only in B ({self.b.label}): {', '.join(self.only_b)}")
         return "; ".join(parts)
 
+    def missing_fix(self) -> str:
+        """How to mend tests measured on one side only (missing): measuring them on both sides where
+        each side lacking some can still measure them, else --allow-missing first, naming the side that
+        cannot (Side.closed: a run, a tune session's trials, an import hold what they measured)."""
+        lacking = (("A", self.a, self.only_b), ("B", self.b, self.only_a))
+        closed = [f"{n} ({s.label})" for n, s, lacks in lacking if lacks and s.closed]
+        if not closed:
+            return "measure them on both sides, or accept a partial comparison with --allow-missing"
+        return (
+            f"{' and '.join(closed)} cannot measure more: accept a partial comparison with --allow-missing, "
+            "or compare a side that measured those tests too"
+        )
+
     def slower(self, row: CompareRow) -> bool:
         """B slower than A by more than the threshold (noise and flags aside)."""
         return row.speedup < 1 - self.threshold / 100
@@ -213,8 +237,10 @@ def _pick(q: resultindex.RefQuery, store: ResultStore, ref: str) -> tuple[str, r
     if len(digests) == 1:
         labelled: resultindex.Scope = {"digests": digests, **({"images": [name]} if name else {})}
         return image_label(q.first(labelled)), labelled
-    runs = [] if digests else q.run_begun(ref)  # a run id by its start, a tune session (after a digest's)
-    label = f"run {runs[0]}" if len(runs) == 1 else f"tune session {ref} ({len(runs)} trial runs)"
+    runs = [] if digests else q.run_begun(ref)  # a run id by its start, a group's id (after a digest's)
+    label = (
+        f"run {runs[0]}" if len(runs) == 1 else resultindex.group_words(ref, runs, label=True) if runs else ""
+    )
     return (label, {"runs": runs}) if runs else digests
 
 

@@ -23,7 +23,7 @@ from toolkit.analysis.provenance import Provenance, folded_count, numbers_words,
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.analysis.verdict import decimals_apart
-from toolkit.core.text import md_line, md_text, one_line
+from toolkit.core.text import Prose, md_line, md_text, one_line
 
 
 def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
@@ -247,9 +247,10 @@ def _what_was_compared(c: Comparison, *, markdown: bool = True) -> list[str]:
 
 
 KIND_WORDS = {
-    "tune trials": "`toolkit tune` trials: a search's short runs, each at the setting it tried, not a bench run "
-    "of the matrix",
-    "imported": "imported (`toolkit import`): measured outside this project",
+    "tune trials": Prose(
+        "`toolkit tune` trials: a search's short runs, each at the setting it tried, not a bench run of the matrix"
+    ),
+    "imported": Prose("imported (`toolkit import`): measured outside this project"),
 }
 """What a side is (compare.side_kind), said under its label where it is no bench run."""
 

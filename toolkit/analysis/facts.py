@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from toolkit.analysis.flag_help import ABOVE_PEAK_FLAGS, HELD_FLAGS, RPC_FLAG, TELEMETRY_VERDICT_FLAGS
-from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling
+from toolkit.analysis.roofline import GpuUse, Roofline, assess, ceiling, model_bytes
 from toolkit.core import backends, stats
 from toolkit.core.stats import finite_number
 from toolkit.results import identity
@@ -135,14 +135,6 @@ def process_samples(r: BenchRecord) -> list[list[float]]:
         out.append(xs[at : at + c])
         at += c
     return out
-
-
-def model_bytes(r: BenchRecord) -> int | None:
-    """The size of a record's model in bytes: the file `toolkit bench` measured (model.size_bytes), else
-    llama-bench's model_size of its row (an import's: its tensors; md's `17.28 GiB` read as bytes);
-    None where neither is a size above 0."""
-    size = r.model.size_bytes if r.model.size_bytes > 0 else quantity((r.raw or {}).get("model_size"))
-    return size if size and size > 0 else None
 
 
 SMOKE_MODEL_BYTES = 64 * 2**20  # a model file under 64 MiB is a stand-in (tiny-qwen3moe is ~1.6 MB)

@@ -16,7 +16,7 @@ from toolkit.analysis.facts import SMOKE_MODEL_BYTES, Facts, facts_of
 from toolkit.analysis.flag_help import RPC_FLAG
 from toolkit.analysis.tables import Table
 from toolkit.core.stats import float_or_none
-from toolkit.core.text import counted
+from toolkit.core.text import Prose, counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
 from toolkit.results.records import BenchRecord
@@ -65,8 +65,12 @@ class Provenance:
         if self.local:
             n, first, last = self.local
             out.append(
-                f"measured: {first}" + (f" to {last}" if last != first else "") + " local time of the "
-                f"benchmark host, zone not recorded (vLLM's `date`), {counted(n, 'imported record')}"
+                Prose(
+                    f"measured: {first}" + (f" to {last}" if last != first else "") + " local time of the "
+                    f"benchmark host, zone not recorded (vLLM's `date`), {counted(n, 'imported record')}",
+                    first,
+                    last,
+                )
             )
         if self.undated:
             n, first, last = self.undated
@@ -137,8 +141,8 @@ def sha_words(r: BenchRecord) -> str:
 
 
 def size_words(size: int | None) -> str:
-    """A model's size in bytes (facts.model_bytes: the file `toolkit bench` measured, else llama-bench's
-    model_size of an import: its tensors) as a report names it: `17.28 GiB`, `1.54 MiB`, or `size not
+    """A model's size in bytes (roofline.model_bytes: llama-bench's model_size, its tensors, else the
+    file `toolkit bench` measured) as a report names it: `17.28 GiB`, `1.54 MiB`, or `size not
     recorded` (None: a stored 0 or -5, none in the row): what a tok/s is of, and what a reader checks a
     GPU's memory against."""
     if size is None:

@@ -46,7 +46,7 @@ from toolkit.analysis.table_text import (
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
 from toolkit.core import invocation
-from toolkit.core.text import counted, html_text, md_line, md_text, one_line, strip_controls
+from toolkit.core.text import Prose, counted, html_text, md_line, md_text, one_line, strip_controls
 from toolkit.results import no_results, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -171,7 +171,7 @@ def render(
         return (
             "\n".join(wrap(why, max(width or shutil.get_terminal_size().columns, 20)))
             if fmt == "text"
-            else why
+            else md_line(why)
         )
     v = verdict_mod.judge(shown.facts, opts, shown.caveats)
     memo: Memo = {}  # each image's line worked out once for both
@@ -259,9 +259,11 @@ class Front:
 def _no_table(shown: Shown) -> str:
     """Why a report has no table: records read but none ok to tabulate, or none at all."""
     if shown.read:  # read, but nothing to tabulate: say so, never "no results"
-        return (
+        again = invocation.command("report", "--json")  # as typed: --results DIR, a matrix's path (data)
+        return Prose(
             f"no ok result to tabulate: {counted(shown.read, 'record')} read, {shown.failed} failed; "
-            f"`{invocation.command('report', '--json')}` lists them with their errors"
+            f"`{again}` lists them with their errors",
+            again,
         )
     return no_results()
 

@@ -127,10 +127,14 @@ def active_share(r: BenchRecord) -> ActiveShare | None:
     return from_file or plausible.stated_share(r.raw.get("model_type"))
 
 
-def model_bytes(r: BenchRecord) -> float | None:
-    """The model file's bytes: llama-bench's number, an -o md table's `56.89 GiB`, or the record's model."""
-    size = check.quantity(r.raw.get("model_size")) or r.model.size_bytes
-    return float(size) if size else None
+def model_bytes(r: BenchRecord) -> int | None:
+    """The size of a record's model in bytes, one quantity for every record that has it: llama-bench's
+    model_size of its row (its tensors, as a bench's row and an import of the same file both say it;
+    an -o md table's `56.89 GiB` read as bytes), else the file `toolkit bench` measured (model.size_bytes:
+    a vLLM or SGLang run's); None where neither is a size above 0. A bench run's file size beside an
+    import's model_size read as two sizes of one model file (nc48b S8)."""
+    size = check.quantity((r.raw or {}).get("model_size")) or r.model.size_bytes
+    return size if size and size > 0 else None
 
 
 def model_params(r: BenchRecord) -> float | None:

@@ -19,6 +19,7 @@ from toolkit.analysis.roofline import Roofline
 from toolkit.analysis.tables import Row, Table, fmt_tok_per_j, system_words, varying_words
 from toolkit.analysis.verdict import decimals_apart
 from toolkit.core.stats import finite_number
+from toolkit.core.text import Prose
 from toolkit.results.records import IMPORTED, BenchRecord
 
 FLAGGED_MARK = " †"
@@ -161,7 +162,10 @@ def legend(ts: list[Table]) -> list[str]:
     used = dict.fromkeys(f.split(" ")[0] for t in ts for row in t.rows for f in row.said)
     ci = [CI_NOTE] if any(f.ci for t in ts for row in t.rows for f in row.facts.values()) else []
     return [
-        f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}"
+        Prose(
+            f"{name}: {FLAG_HELP.get(name, FLAG_HELP.get(name.split(':', 1)[0], 'stored with the record by its runner'))}",
+            name,
+        )
         for name in sorted(
             used, key=lambda n: (list(FLAG_HELP).index(n) if n in FLAG_HELP else len(FLAG_HELP), n)
         )

@@ -62,7 +62,7 @@ from toolkit.analysis.tables import (
     select_latest,
 )
 from toolkit.core import invocation
-from toolkit.core.text import md_line, md_text
+from toolkit.core.text import Prose, md_line, md_text
 from toolkit.results.identity import is_tune_trial, known_sha
 from toolkit.results.records import BenchRecord, imported
 
@@ -339,11 +339,12 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     if len(images) < 2:
         out.note = f"only {images[0]} measured" if images else "no results"
         if not images and trials:  # brk47b F4: the tables show trial cells the verdict leaves out
-            out.note = (
+            out.note = Prose(
                 "only tune trials here, which stand for no bench run: `toolkit bench` measures the matrix"
             )
         if out.model_unknown:
-            out.note += f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
+            known = f" with a known model ({MODEL_UNKNOWN_NOTE}: {', '.join(out.model_unknown)})"
+            out.note = Prose(out.note + known, out.note, *out.model_unknown)
         return out
     best, names = _best_entries(fs, cols, knobs, len({model_family(f.record) for f in fs}) > 1)
     common = sorted(o for o, per in best.items() if len(per) == len(images))
@@ -369,18 +370,23 @@ def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) ->
     head = f"no test of the same model was measured by every image ({', '.join(images)}): "
     any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
     if not set.intersection(*models.values()):  # no model every image measured: more images won't do
-        return (
-            head
-            + f"they measured different models; measure one model on each (`{invocation.command('bench', '-m', 'NAME')}`"
-            f"{', or import a result file of the same model' if any_imported else ''})"
+        bench = invocation.command("bench", "-m", "NAME")
+        return Prose(
+            head + f"they measured different models; measure one model on each (`{bench}`"
+            f"{', or import a result file of the same model' if any_imported else ''})",
+            *images,
+            bench,
         )
     tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
     each = "; ".join(f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items())
-    return (
-        head
-        + f"they measured different tests ({each}); measure one test on each (`{invocation.command('bench')}` runs "
+    bench = invocation.command("bench")
+    return Prose(
+        head + f"they measured different tests ({each}); measure one test on each (`{bench}` runs "
         f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
-        f"{', or pick images that share one with --image' if len(images) > 2 else ''}"
+        f"{', or pick images that share one with --image' if len(images) > 2 else ''}",
+        *images,
+        each,
+        bench,
     )
 
 
@@ -451,7 +457,7 @@ def routing(axes: dict[str, AxisVerdict], opts: ReportOptions) -> list[Route]:
 
 def _axis_route(axis: str, av: AxisVerdict) -> Route:
     if not av.ranking:
-        return Route(WORKLOADS[axis], None, f"not decided: {av.note}")
+        return Route(WORKLOADS[axis], None, Prose(f"not decided: {av.note}", av.note))
     assert av.margin is not None and av.noise is not None  # _axis_verdict sets both with a ranking
     ev = [g.text() for g in av.groups]
     basis = ", ".join(g.name for g in av.groups)
@@ -722,13 +728,13 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
         if not av.ranking and axis == "served" and av.note == "no results":
             continue
         if not av.ranking:
-            lines.append(esc(f"- {axis}: not decided ({av.note})"))
+            lines.append(esc(Prose(f"- {axis}: not decided ({av.note})", av.note)))
             continue
         lines += _axis_outcome(av, b, esc) + [esc(x) for x in _axis_notes(av)]
     lines += ["", ("### " if markdown else "") + "Routing rule", ""]
     for rt in v.routes:
         target = b(rt.image) if rt.image else "no single image"
-        lines.append(esc(f"- {rt.workload} -> ") + target + esc(f": {rt.why}"))
+        lines.append(esc(f"- {rt.workload} -> ") + target + esc(Prose(f": {rt.why}", rt.why)))
         lines += [esc(f"  - {e}") for e in rt.evidence]
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ neither (one-way flow)."""
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -399,31 +400,37 @@ def given_options(ctx: click.Context, leave_out: tuple[str, ...] = ()) -> list[s
     return words
 
 
-def output_option(*, required: bool = False, dir_okay: bool = False, help: str):
+def output_option(*, required: bool = False, dir_okay: bool = False, stdout: bool = False, help: str):
     """The one name of an option saying where a command writes: `-o/--output` (`--out` is kept as a
     second spelling of it, for scripts written before the names were made one), value `output`.
     No explicit `default=None`: since Click 8.3 a default given, None included, counts as a value, so a
     required option left out reached the command as None (export-run: a TypeError traceback, exit 1)
     instead of Click's "Missing option" (exit 4). Left out, an optional one is None all the same.
     Its folder must exist, and a FILE is no folder (output_parent: the type lets a folder through to it,
-    for one message saying what the option expects)."""
+    for one message saying what the option expects). `stdout`: the command prints to standard output
+    where the option is left out (`-o -` is refused saying so)."""
     return click.option(
         "-o",
         "--output",
         "--out",
         "output",
         required=required,
-        callback=output_parent,
+        callback=functools.partial(output_parent, stdout=stdout),
         type=click.Path(file_okay=not dir_okay),
         metavar="DIR" if dir_okay else "FILE",
         help=help,
     )
 
 
-def _refuse_empty(value: str | None) -> None:
+def _refuse_empty(value: str | None, stdout: bool = False) -> None:
     """BadParameter (exit 4) for an empty path (`-o ''`, `--results ''`: a script's unset variable),
     which would otherwise read as the option left out, and for `-` (Unix's standard output: it made a
-    file or folder named `-` in the current folder)."""
+    file or folder named `-` in the current folder); `stdout`: the command prints to standard output
+    without the option (report), which the refusal of `-` says first."""
+    if value == "-" and stdout:
+        raise click.BadParameter(
+            "'-': leave -o out to print to standard output (`./-` writes a file named -); nothing was written"
+        )
     if value in ("", "-"):
         raise click.BadParameter(
             f"{value!r}: {'empty path' if value == '' else 'not standard output here'}; give a path "
@@ -431,7 +438,9 @@ def _refuse_empty(value: str | None) -> None:
         )
 
 
-def output_parent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def output_parent(
+    ctx: click.Context, param: click.Parameter, value: str | None, stdout: bool = False
+) -> str | None:
     """Click callback of every option naming a file or folder the command writes (-o, report --plots):
     the folder it goes into must exist (a named folder itself may be new). A missing one, or a file
     there, is bad input (exit 4) naming it: a typo'd path never silently becomes a tree of folders.
@@ -439,8 +448,9 @@ def output_parent(ctx: click.Context, param: click.Parameter, value: str | None)
     too: never a file named like the folder; so is an empty path (`-o ''`: a script's unset variable,
     which would read as the option left out). A `..` is read as the OS reads it, never by the path's
     text (`sub/../x.md` with no folder `sub` is refused as the shell's `>` refuses it; it wrote ./x.md),
-    and a path whose `..` follows a link is returned with its folder resolved (where the OS puts it)."""
-    _refuse_empty(value)
+    and a path whose `..` follows a link is returned with its folder resolved (where the OS puts it).
+    `stdout`: the command prints to standard output without the option (_refuse_empty)."""
+    _refuse_empty(value, stdout)
     named_folder = value and (value.endswith(("/", os.sep)) or os.path.basename(value) in (".", ".."))
     if param.metavar == "FILE" and value and (named_folder or os.path.isdir(value)):
         what = "is a folder" if os.path.isdir(value) else "names a folder (it ends in /, . or ..)"

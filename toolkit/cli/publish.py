@@ -48,15 +48,26 @@ def _rebuild_steps(quiet: bool):
     own full build time as the estimate, then its progress condensed (build_plan.BuildSteps, as `toolkit
     build` prints it in a log: each step as it starts, steps of 5 s or more with their time, a line while
     a long step compiles, error lines, every line under the image's name). A rebuild of several minutes
-    printed nothing, then only lines named `rebuild`: not which image, nor for how long. None: --json."""
+    printed nothing, then only lines named `rebuild`: not which image, nor for how long. The announcement
+    says the build starts from scratch and why (a stranger's build reuses no step of this host's own:
+    its network and cache are its own, images.confine; nc48b S11: 498 s of compile on the host that had
+    built the image minutes before, said nowhere). None: --json."""
     if quiet:
         return None
     from toolkit.images import build_plan
 
     def steps_for(name: str, store) -> build_plan.BuildSteps:
         full = build_plan.full_build_seconds(store, name)  # the work store holds the run's build records
-        took = f"; the run's build of every step took {full:.1f} s there" if full is not None else ""
-        _err(f"==> {name}: rebuilding from the run's matrix.yaml + Dockerfile.templates/{took}")
+        took = (
+            f"the run's build of every step took {full:.1f} s there"
+            if full is not None
+            else "a full compile takes minutes (the CPU image's: 3-8 on 2 idle cores)"
+        )
+        _err(
+            f"==> {name}: rebuilding from the run's matrix.yaml + Dockerfile.templates/ from scratch (a "
+            "stranger's build runs on a network and cache of its own, so no step of this host's own builds "
+            f"is reused, not even of this image built minutes ago: docs/publish.md); {took}"
+        )
         return build_plan.BuildSteps(name, _err, full_build_s=full)
 
     return steps_for

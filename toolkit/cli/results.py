@@ -69,9 +69,11 @@ from toolkit.core.text import path_text, plain_ascii
     multiple=True,
     metavar="RUN_ID",
     help="Only results of this bench run (its id, or its start where that names one run: 20261205T1926), "
-    "or of this tune session (its id: every trial).",
+    "or of this tune session or campaign (its id: every trial or job run).",
 )
-@output_option(help="Write the report to this file (PNG plots beside an html report) instead of stdout.")
+@output_option(
+    stdout=True, help="Write the report to this file (PNG plots beside an html report) instead of stdout."
+)
 @click.option(
     "--plots",
     "plots_dir",
@@ -213,7 +215,9 @@ def _report_records(root: Path, images: tuple[str, ...], runs: tuple[str, ...]):
     from toolkit.results.records import ResultStore
 
     store = ResultStore(root)
-    runs = tuple(x for r in runs for x in resultindex.full_run_ids(store, r))  # a start, a tune session
+    runs = tuple(
+        x for r in runs for x in resultindex.full_run_ids(store, r)
+    )  # a start, a group (tune session, campaign)
     images, digests = _image_filter(store, images)
     collecting = gc.isenabled()
     gc.disable()  # until frozen: a collection between the load and the freeze would walk every record
@@ -464,10 +468,7 @@ def compare(
             + (f"; also not compared: {c.missing_text()}" if c.missing else "")
         )
     if c.missing and not allow_missing:
-        raise BadInput(
-            f"not every test was compared: {c.missing_text()}; measure them on both sides, or accept a "
-            "partial comparison with --allow-missing"
-        )
+        raise BadInput(f"not every test was compared: {c.missing_text()}; {c.missing_fix()}")
 
 
 @click.command("import", epilog=EPILOG)

@@ -144,37 +144,58 @@ def plain_ascii(text: str) -> bool:
     )
 
 
+class Prose(str):
+    """A line of the toolkit's own words (`...` spans its own code spans) holding `names`: the parts put
+    into it as it was composed that are not its words (a record's names, a label, a path, a command
+    holding one: data), each a text taken whole as data, or a Prose whose own names are taken. It is
+    the str it reads as everywhere; md_line and md_text render its spans as code and escape the rest,
+    its names wherever they stand (md_prose), so a name's backtick pairs with none of the toolkit's.
+    A plain str given to them is escaped whole: a line not composed as Prose has no spans of its own."""
+
+    names: tuple[str, ...]
+
+    def __new__(cls, text: str, *names: object) -> Prose:
+        out = super().__new__(cls, text)
+        out.names = tuple(x for n in names for x in (n.names if isinstance(n, Prose) else (str(n),)))
+        return out
+
+
 def md_text(text: str) -> str:
-    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and what
-    markdown reads as structure escaped with a backslash (`|`, `<...>`, `](`, a backslash), so a name cannot
-    add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`, `~~x~~`, a backtick's code
-    span), so a model_type `**30B**` is shown as written; and what GitHub autolinks (`https://`, `www.`, an
-    email's `@`: _AUTOLINK), so a name links nowhere."""
-    return _md_escaped(text, _MD_SPECIAL)
+    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
+    what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
+    `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
+    so a name cannot add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`,
+    `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold; and
+    what GitHub autolinks (`https://`, `www.`, an email's `@`: _AUTOLINK), so a name links nowhere. A
+    Prose's own spans are code (md_prose)."""
+    return (
+        md_prose(text, text.names, _MD_SPECIAL) if isinstance(text, Prose) else _md_escaped(text, _MD_SPECIAL)
+    )
 
 
 def md_line(text: str) -> str:
-    """A line of the toolkit's own markdown prose that quotes names from records (a verdict line): controls
-    stripped, line breaks as spaces, and only what would start markup escaped (_MD_LINE_SPECIAL: a tag, an
-    autolink, a link or image, a cell break, a backslash, emphasis marks), so `->` and `a < b` read as written
-    and a name loads, styles and links nothing. Every backtick is escaped too (a line with the toolkit's own
-    code spans: md_prose)."""
-    return _md_escaped(text, _MD_LINE_SPECIAL)
+    """A line of the toolkit's own markdown prose that quotes names from records (a verdict line):
+    controls stripped, line breaks as spaces, and only what would start markup escaped
+    (_MD_LINE_SPECIAL: a tag, an autolink, a link or image, a cell break, a backslash, emphasis marks),
+    so `->` and `a < b` read as written, a model name `<img src=https://...>` or `![x](https://...)`
+    loads nothing when the page is opened, a label `x**y` styles nothing and a name `https://x` links
+    nowhere. Every backtick of a str is escaped too; a Prose's own spans are code (md_prose)."""
+    return md_prose(text, text.names) if isinstance(text, Prose) else _md_escaped(text, _MD_LINE_SPECIAL)
 
 
-def md_prose(text: str, names: Iterable[str] = ()) -> str:
+def md_prose(text: str, names: Iterable[str] = (), special: re.Pattern[str] = _MD_LINE_SPECIAL) -> str:
     """A line of the toolkit's prose for markdown (a report's note, a verdict line, a README note): its
-    own `...` spans as code spans (code()), the rest as md_line escapes it. `names` (from records,
-    quoted in the line as such or as repr) are held out while the spans are found: a name's backtick
-    opens or closes none. A name missed there can only pair a backtick wrongly: inside a span nothing
-    is markup, outside it md_line escapes."""
-    held = {f"\0{i}{r}\0": q for i, n in enumerate(names) if "`" in n for r, q in enumerate((repr(n), n))}
+    own `...` spans as code spans (code()), the rest escaped as md_line escapes it (`special`: md_text's
+    for a cell or a heading). `names` (the data put into the line: Prose.names, quoted as such or as
+    repr) are held out while the spans are found: a name's backtick opens or closes none."""
+    quoted = sorted({q for n in names if "`" in n for q in (repr(n), n)}, key=len, reverse=True)
+    held = {f"\0{i}\0": q for i, q in enumerate(quoted)}  # the longest first: a name holding another
     for mark, q in held.items():
         text = text.replace(q, mark)
     parts = re.split(r"`([^`]*)`", text)
     for mark, q in held.items():
         parts = [p.replace(mark, q) for p in parts]
-    return "".join(code(p) if i % 2 else md_line(p) for i, p in enumerate(parts))
+    return "".join(code(p) if i % 2 else _md_escaped(p, special) for i, p in enumerate(parts))
 
 
 def code(v: object) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from toolkit.core import invocation
 from toolkit.core.errors import BadInput, refused_link
-from toolkit.core.text import one_line, path_text
+from toolkit.core.text import Prose, one_line, path_text
 
 
 def bench_files(root: Path) -> list[Path]:
@@ -335,8 +335,10 @@ def _lstat_mode(name: str, folder: int) -> int:
 
 
 def no_results() -> str:
-    """What a report of a results folder without a record says: `no results yet: run ` + fill_results()."""
-    return f"no results yet: run {fill_results()}"
+    """What a report of a results folder without a record says: `no results yet: run ` + fill_results()
+    (a Prose: its commands are code in markdown, their paths data)."""
+    fill = fill_results()
+    return Prose(f"no results yet: run {fill}", fill)
 
 
 def fill_results() -> str:
@@ -344,4 +346,5 @@ def fill_results() -> str:
     matrix and results given): `build && bench`, since a bench measures only the builds recorded in its own
     results folder, or `import FILE --label NAME` (`toolkit import` alone is a usage error, exit 4)."""
     build, bench = invocation.command("build"), invocation.command("bench")
-    return f"`{build} && {bench}` or `{invocation.command('import', 'FILE', '--label', 'NAME')}`"
+    imp = invocation.command("import", "FILE", "--label", "NAME")
+    return Prose(f"`{build} && {bench}` or `{imp}`", build, bench, imp)

@@ -89,7 +89,6 @@ from toolkit.results.index_sqlite import (
 from toolkit.results.index_trust import INDEX_NAME as INDEX_NAME  # the tests' name of the file
 from toolkit.results.index_trust import index_path
 from toolkit.results.records import (
-    RUN_ID,
     BenchRecord,
     ResultStore,
     _parse_line,
@@ -312,9 +311,9 @@ RUN_PREFIX_MIN = 8
 def full_run_ids(store: ResultStore, text: str) -> list[str]:
     """The run ids `text` names in `store`: itself where a record of that run is stored, else the
     stored runs run_begun gives (the one it begins, at least RUN_PREFIX_MIN characters: `20261205T192620Z`
-    for `20261205T192620Z-a8edce`, as a bench prints it; a tune session's id its trials), else
+    for `20261205T192620Z-a8edce`, as a bench prints it; a group's id its runs: GROUP_RUN), else
     [`text`] (the caller says what is stored). BadInput (exit 4) naming the runs it begins, newest
-    first, where it begins several of no one session."""
+    first, where it begins several of no one group."""
     if len(text) < RUN_PREFIX_MIN or heads(store, runs=[text]):
         return [text]
     return run_begun(text, [h.run_id for h in runs_newest_first(heads(store))]) or [text]
@@ -322,29 +321,41 @@ def full_run_ids(store: ResultStore, text: str) -> list[str]:
 
 def full_run_id(store: ResultStore, text: str) -> str:
     """The one run id `text` names in `store` (full_run_ids); BadInput (exit 4) where it names several
-    (a tune session's trials), naming them."""
+    (a group's runs: group_words), naming them."""
     ids = full_run_ids(store, text)
     if len(ids) > 1:
         from toolkit.core.errors import BadInput
 
-        raise BadInput(
-            f"run id {text!r} is a tune session of {len(ids)} trial runs ({_few(ids)}): give one of them"
-        )
+        raise BadInput(f"run id {text!r} is a {group_words(text, ids)} ({_few(ids)}): give one of them")
     return ids[0]
+
+
+GROUP_RUN = {"t": ("tune session", "trial"), "j": ("campaign", "job")}
+"""The runs one id names as a group, by the letter of their suffix `-tN` / `-jN` after it: a tune
+session's trials (run `SESSION-tN`, cli/tune.py) and a campaign's jobs (run `CAMPAIGN-jN`, N Slurm's job
+id: campaign.slurm.Slice.run_id); (what the id is, what each run is)."""
+
+
+def group_words(text: str, ids: list[str], label: bool = False) -> str:
+    """`tune session of 2 trial runs` (`label`: `tune session S (2 trial runs)`, a compare side's),
+    `campaign of 3 job runs`: what `text` is, its runs `ids` being its group (run_begun), by the
+    suffix of the first (GROUP_RUN)."""
+    what, each = GROUP_RUN.get(ids[0][len(text) + 1 : len(text) + 2], ("group", "member"))
+    return f"{what} {text} ({len(ids)} {each} runs)" if label else f"{what} of {len(ids)} {each} runs"
 
 
 def run_begun(text: str, run_ids: Iterable[str]) -> list[str]:
     """The run ids among `run_ids` (newest first) that `text` names by its start, where `text` has at
-    least RUN_PREFIX_MIN characters: the one it begins, or where `text` is a whole run id
-    (records.RUN_ID) its runs `text-tN` (a tune session's id: its trials, cli/tune.py); [] where none
-    does (or `text` is shorter). BadInput (exit 4) naming the ones it begins, newest first, where it
-    begins several otherwise (another run `text-x` beside them too: full_run_ids, and `toolkit
-    compare`'s refs: compare._pick)."""
+    least RUN_PREFIX_MIN characters: the one it begins, or the runs `text-tN` (a tune session's trials)
+    or `text-jN` (a campaign's jobs) of one group (GROUP_RUN); [] where none does (or `text` is
+    shorter). BadInput (exit 4) naming the ones it begins, newest first, where it begins several
+    otherwise (another run `text-x` beside them too: full_run_ids, and `toolkit compare`'s refs:
+    compare._pick)."""
     if len(text) < RUN_PREFIX_MIN:
         return []
     hits = list(dict.fromkeys(r for r in run_ids if r.startswith(text)))
-    trial = re.compile(re.escape(text) + "-t[0-9]+")
-    if len(hits) > 1 and not (RUN_ID.fullmatch(text) and all(map(trial.fullmatch, hits))):
+    group = re.compile(re.escape(text) + f"-[{''.join(GROUP_RUN)}][0-9]+")
+    if len(hits) > 1 and not (all(map(group.fullmatch, hits)) and len({h[len(text) + 1] for h in hits}) == 1):
         from toolkit.core.errors import BadInput
 
         raise BadInput(f"run id {text!r} begins {len(hits)} stored runs: {_few(hits)}; give more of it")
