@@ -22,7 +22,7 @@ import click
 from toolkit import __version__
 from toolkit.core import invocation, signals
 from toolkit.core.errors import BadInput, FileSystemError, RunInterrupted, ToolkitError, symlink_loop
-from toolkit.core.text import path_text, shell_word, strip_controls
+from toolkit.core.text import NOT_ONE_LINE, path_text, shell_word, strip_controls
 
 
 def terminal_safe(text: str) -> str:
@@ -321,6 +321,23 @@ class EnvelopeGroup(click.Group):
         if self.environment:
             with formatter.section("Environment"):
                 formatter.write_dl(list(self.environment))
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[Any, Any, list[str]]:
+        """Click's (name, command, its arguments) of `args`; BadInput (exit 4) where a TOOLKIT_* variable of
+        `environment` holds what is not one line of text (core.text.NOT_ONE_LINE: a line break, an escape),
+        unless the arguments ask for the command's help (HELP_OPTIONS before a `--`), which reads none."""
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if ctx.resilient_parsing or set(HELP_OPTIONS) & set(
+            rest[: rest.index("--")] if "--" in rest else rest
+        ):
+            return name, cmd, rest
+        for var in (n for n, _ in self.environment if n.startswith("TOOLKIT_")):  # DOCKER_HOST: engine.choice
+            if NOT_ONE_LINE.search(value := os.environ.get(var, "")):
+                raise BadInput(
+                    f"{var}={value[:80]!r} holds a control character (a line break, an escape): set it to "
+                    f"one line of text, or unset it (`unset {var}`)"
+                )
+        return name, cmd, rest
 
     def invoke(self, ctx: click.Context) -> Any:
         _JSON_ASKED.update(on=False, printed=False, pending=None)

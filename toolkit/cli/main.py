@@ -34,8 +34,7 @@ from toolkit.cli.common import (
     print_envelope,
 )
 from toolkit.core import invocation, signals
-from toolkit.core.errors import BadInput, ToolkitError
-from toolkit.core.text import NOT_ONE_LINE
+from toolkit.core.errors import ToolkitError
 
 ENVIRONMENT = (
     ("TOOLKIT_ENGINE", "docker | podman | auto: the default of --engine"),
@@ -48,8 +47,8 @@ ENVIRONMENT = (
     ("TOOLKIT_CACHE", "where fetched sources and sdists are kept (default ~/.cache/toolkit)"),
     ("TOOLKIT_HOST_KEY", "a campaign job's host key (set by `toolkit campaign` on the nodes)"),
 )
-"""The variables `toolkit --help` lists in its Environment section (name, what it does); the group refuses
-a TOOLKIT_* one whose value is not one line of text (core.text.NOT_ONE_LINE), exit 4."""
+"""The variables `toolkit --help` lists in its Environment section (name, what it does); a command refuses
+a TOOLKIT_* one whose value is not one line of text (EnvelopeGroup.resolve_command), exit 4."""
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -102,12 +101,6 @@ def cli(engine):
 
     """
     ctx = click.get_current_context()
-    for name in (n for n, _ in ENVIRONMENT if n.startswith("TOOLKIT_")):  # DOCKER_HOST: engine.choice
-        if NOT_ONE_LINE.search(value := os.environ.get(name, "")):
-            raise BadInput(
-                f"{name}={value[:80]!r} holds a control character (a line break, an escape): set it to "
-                f"one line of text, or unset it (`unset {name}`)"
-            )
     chosen = engine or os.environ.get("TOOLKIT_ENGINE", "").strip().lower()
     # one rule, either form: a suggested command names the engine the user chose (invocation.command)
     invocation.start(chosen if chosen in ("docker", "podman", "auto") else None)

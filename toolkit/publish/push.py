@@ -77,7 +77,8 @@ def parse_registry(value: str, where: str = "registry", names: Sequence[str] = (
     `-x`, `[::1]:5000` (Podman's tag: `invalid reference format`) or 300 characters as a host was
     taken, then refused by the engine as an invalid reference only when the push ran (exit 2); an
     empty value is said to be empty; Docker Hub without a namespace (docker.io/cpu is its `library`
-    namespace, the official images', which refuses the push) asks for one."""
+    namespace, the official images', which refuses the push) or with a path below one (its repositories are
+    NAMESPACE/IMAGE: docker.io/acme/lab/cpu is denied) asks for one namespace."""
     reg = value.strip().rstrip("/")
     shown = f"{where} {one_line(value)[:300]!r}"
     if reg.startswith("["):
@@ -94,10 +95,11 @@ def parse_registry(value: str, where: str = "registry", names: Sequence[str] = (
             "most 255 characters)"
         )
     host, _, path = reg.partition("/")
-    if host.lower() in _HUB and path in ("", "library"):
+    if host.lower() in _HUB and (path in ("", "library") or "/" in path):
         raise BadInput(
             f"{shown}: Docker Hub takes a push only under an account's namespace (docker.io/IMAGE "
-            "is docker.io/library/IMAGE, the official images', which refuses it): give docker.io/NAMESPACE"
+            "is docker.io/library/IMAGE, the official images', which refuses it), as NAMESPACE/IMAGE (a path "
+            "below the namespace is denied): give docker.io/NAMESPACE"
         )
     return reg
 
