@@ -712,6 +712,13 @@ def _axis_notes(av: AxisVerdict) -> list[str]:
     return lines + [f"  - {g.text()}" for g in av.groups]
 
 
+def md_caveats(caveats: list[str]) -> list[str]:
+    """Markdown lines of `caveats` (texts holding record names: escaped), each a `> **caveat**:` quote
+    of its own, a blank line after each: consecutive `>` lines are one paragraph, which a renderer
+    joins into one line."""
+    return [x for c in caveats for x in (f"> **caveat**: {md_text(c)}", "")]
+
+
 def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     """The verdict as text: one paragraph per axis with its evidence rows, then the routing rule;
     `markdown`: as markdown, where a line's record names (image labels, model files, host keys) are
@@ -720,10 +727,10 @@ def format_verdict(v: Verdict, *, markdown: bool = True) -> str:
     esc = md_line if markdown else (lambda s: s)  # its lines quote record names (model files, hosts)
     b = (lambda s: f"**{md_line(s)}**") if markdown else esc
     lines = [("## " if markdown else "") + "Verdict", ""]
-    for c in v.caveats:
-        lines.append(f"> {b('caveat')}: {md_text(c)}" if markdown else f"caveat: {c}")  # names a record gives
-    if v.caveats:
-        lines.append("")
+    if markdown:
+        lines += md_caveats(v.caveats)
+    else:
+        lines += [f"caveat: {c}" for c in v.caveats] + ([""] if v.caveats else [])
     for axis, av in v.axes.items():
         if not av.ranking and axis == "served" and av.note == "no results":
             continue

@@ -443,10 +443,12 @@ def _refuse_empty(value: str | None, stdout: bool = False) -> None:
     """BadParameter (exit 4) for an empty path (`-o ''`, `--results ''`: a script's unset variable),
     which would otherwise read as the option left out, and for `-` (Unix's standard output: it made a
     file or folder named `-` in the current folder); `stdout`: the command prints to standard output
-    without the option (report), which the refusal of `-` says first."""
+    without the option (report; an html report goes to a file all the same), which the refusal of `-` says
+    first."""
     if value == "-" and stdout:
         raise click.BadParameter(
-            "'-': leave -o out to print to standard output (`./-` writes a file named -); nothing was written"
+            "'-': leave -o out to print to standard output (--format html: to report.html in the results "
+            "folder; `./-` writes a file named -); nothing was written"
         )
     if value in ("", "-"):
         raise click.BadParameter(

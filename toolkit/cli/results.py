@@ -33,6 +33,7 @@ from toolkit.cli.common import (
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
 from toolkit.core.text import path_text, plain_ascii
+from toolkit.core.types import is_sha256
 
 
 @click.command(epilog=EPILOG)
@@ -499,7 +500,9 @@ def compare(
     "--digest",
     default=None,
     metavar="ID",
-    help="Image ID (sha256:<64 hex>) or import:NAME to file under. Default: import:<sha256 of the files' bytes>.",
+    callback=lambda ctx, param, value: f"sha256:{value}" if is_sha256(value) else value,
+    help="Image ID (sha256:<64 hex>, or the 64 hex alone as Podman prints it) or import:NAME to file under. "
+    "Default: import:<sha256 of the files' bytes>.",
 )
 @click.option(
     "--input-len",

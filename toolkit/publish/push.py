@@ -78,7 +78,9 @@ def parse_registry(value: str, where: str = "registry", names: Sequence[str] = (
     taken, then refused by the engine as an invalid reference only when the push ran (exit 2); an
     empty value is said to be empty; Docker Hub without a namespace (docker.io/cpu is its `library`
     namespace, the official images', which refuses the push) or with a path below one (its repositories are
-    NAMESPACE/IMAGE: docker.io/acme/lab/cpu is denied) asks for one namespace."""
+    NAMESPACE/IMAGE: docker.io/acme/lab/cpu is denied) asks for one namespace; a first part without a dot, a
+    port or `localhost` (`nas/team`) is no host to either engine (they push it to Docker Hub) and asks for
+    one."""
     reg = value.strip().rstrip("/")
     shown = f"{where} {one_line(value)[:300]!r}"
     if reg.startswith("["):
@@ -95,6 +97,12 @@ def parse_registry(value: str, where: str = "registry", names: Sequence[str] = (
             "most 255 characters)"
         )
     host, _, path = reg.partition("/")
+    if not any(c in host for c in ".:") and host != "localhost":
+        raise BadInput(
+            f"{shown}: {host!r} is no registry host to Docker or Podman (a host has a dot, a :PORT or is "
+            f"localhost): {reg}/IMAGE is Docker Hub's docker.io/{reg}/IMAGE; give {host}:PORT/NAMESPACE or "
+            f"its full name (e.g. {host}.lan/NAMESPACE), or docker.io/{reg} for Docker Hub"
+        )
     if host.lower() in _HUB and (path in ("", "library") or "/" in path):
         raise BadInput(
             f"{shown}: Docker Hub takes a push only under an account's namespace (docker.io/IMAGE "

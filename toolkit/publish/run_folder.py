@@ -547,10 +547,10 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
     report's caveats (a tiny stand-in model's or a software GPU's smoke data, every number flagged:
     report.Shown's, one `> **caveat**:` line each, as the github report), then what their marks, flags
     and columns mean."""
-    from toolkit.analysis import report, table_text, tables
+    from toolkit.analysis import report, table_text, tables, verdict
 
     shown = report.Shown.of(records, tables.ReportOptions())
-    lines = [f"> **caveat**: {md_text(c)}" for c in shown.caveats] + ([""] if shown.caveats else [])
+    lines = verdict.md_caveats(shown.caveats)
     folded, fold_note = shown.display  # as `toolkit report` shows them
     for t in folded:
         headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup

@@ -305,7 +305,8 @@ def check_options(
     if digest is not None and not (is_image_id(digest) or _IMPORT_DIGEST.fullmatch(digest)):
         raise BadInput(  # a digest that is neither would be taken for an image an engine holds (reproduce pulls it)
             f"--digest {digest[:80]!r}{f' ({len(digest)} characters)' if len(digest) > 80 else ''}: give an "
-            "image ID, sha256: and 64 lower-case hex digits (`docker image inspect --format '{{.Id}}' IMAGE`), "
+            "image ID, sha256: and 64 lower-case hex digits, or the 64 alone (`docker image inspect --format "
+            "'{{.Id}}' IMAGE`, `podman image inspect --format '{{.Id}}' IMAGE`), "
             f"or import:NAME, at most {MAX_LABEL} letters, digits and . _ + -, e.g. import:my-run"
         )
     if digest is not None and (why := digest_folder_problem(digest)):
