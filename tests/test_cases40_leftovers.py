@@ -167,6 +167,8 @@ def test_reproduce_markdown_links_and_styles_no_name(tmp_path):
     assert "note: see https\\://evil.example/x" in page and "| www\\.evil.example | pp512  | a\\`b" in page, (
         page
     )
-    assert not _LINKS.search(page) and not re.search(r"(?<!\\)`", page), page
+    body, tail = page.split("\nsee the reproduced run: ", 1)  # the closing lines: the toolkit's own commands
+    assert not _LINKS.search(page) and not re.search(r"(?<!\\)`", body), page
+    assert tail.startswith("`toolkit report --results ") and tail.count("`") == 4, tail
     text = format_reproduction(rep, "text")  # a terminal's: names as written
     assert "model me@evil.example a`b: verified" in text and "www.evil.example" in text, text

@@ -243,6 +243,9 @@ def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed,
     again = ResultStore(folder / "reproduce" / "results").results()
     last = max(r.run_id for r in again)
     assert last != run_id and f"reproduced as run {last}" in output
+    assert (
+        f"--run {last}`" in output and f"`toolkit compare {last} {run_id} --results " in output
+    )  # its closing lines
     mine = [r for r in again if r.run_id == last]
     assert len(mine) == 6 and {r.image.digest for r in mine} == {digest}
     assert all(r.status == "ok" and r.avg_ts > 0 for r in mine)

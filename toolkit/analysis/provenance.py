@@ -19,7 +19,7 @@ from toolkit.core.stats import float_or_none
 from toolkit.core.text import Prose, counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
-from toolkit.results.records import BenchRecord
+from toolkit.results.records import BenchRecord, imported
 
 _LABELS = {
     "runtime commit": (
@@ -46,7 +46,8 @@ class Provenance:
     time of the imported records that carry no measurement time (a markdown table, an old -o sql row), with
     their count; hosts: one line per host (OS, kernel, CPU, GPU and driver); images: one line per image label
     (digest, backend, runtime commit, ROCm/Mesa/vLLM version, Vulkan matrix cores on/off, toolkit version, and
-    the correctness canary's result: canary_text). Empty lists where the records say nothing."""
+    the correctness canary's result: canary_text); builds: one line per image built by the toolkit, what it
+    was built from (built_from). Empty lists where the records say nothing."""
 
     models: list[str] = field(default_factory=list)
     dates: tuple[str, str] | None = None
@@ -55,6 +56,7 @@ class Provenance:
     hosts: list[str] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    builds: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """The header as `key: value` lines, in the order a reader asks: model, when, where, what build."""
@@ -82,6 +84,7 @@ class Provenance:
             out.append(f"runs: {', '.join(self.runs)}")
         out += [f"host: {h}" for h in self.hosts]
         out += [f"image {i}" for i in self.images]
+        out += [f"build {b}" for b in self.builds]
         return out
 
     def heading(self) -> str:
@@ -110,6 +113,7 @@ class Provenance:
             "runs": self.runs,
             "hosts": self.hosts,
             "images": self.images,
+            "builds": self.builds,
         }
 
 
@@ -257,6 +261,36 @@ def _image_line(same: list[Facts]) -> str:
     digest = _said("digest", [w[0] for w in words]) or "digest not recorded"
     backend = _said("backend", [w[1] for w in words]) or "backend not recorded"
     return ", ".join([f"{image}: {digest}", backend, *build_words(records, words)])
+
+
+_BUILT_FROM = {
+    "template hash": ("org.toolkit.template-hash", 12),
+    "base image": ("org.toolkit.base-image", None),
+}
+"""The labels a build gives its image (images/build.py, the templates' LABEL) that say what it was built
+from, and how many characters of each are said (a hash as a commit: 12)."""
+
+
+def built_from(records: list[BenchRecord]) -> str | None:
+    """`template hash 4fae2c6a9b36, base image debian:trixie-slim, source pypi:llama-cpp-python==0.3.36`:
+    what one image's `records` say it was built from (its labels; the runtime source's origin bench
+    copied from its build record, e.g. a fallback from GitHub to PyPI's sdist: images/sources.py),
+    `... not recorded` where they lack one (recorded before it was kept); no source where its build had
+    none (a prebuilt image). None for an imported image (no build)."""
+    if all(imported(r.image.digest) for r in records):
+        return None
+    words = [
+        _said(
+            what,
+            [t[:n] if (t := _text((r.image.labels or {}).get(key), 2 * TEXT_MAX)) else None for r in records],
+        )
+        or f"{what} not recorded"
+        for what, (key, n) in _BUILT_FROM.items()
+    ]
+    origins = [(r.image.model_extra or {}).get("source_origin", "") for r in records]  # "": not recorded
+    if any(o is not None for o in origins):  # None: its build had no source
+        words.append(_said("source", [_text(o, 2 * TEXT_MAX) for o in origins]) or "source not recorded")
+    return ", ".join(words)
 
 
 def build_words(records: list[BenchRecord], words: list[tuple[str | None, ...]] | None = None) -> list[str]:
@@ -529,6 +563,11 @@ def provenance(
     p.images = [
         _image_line_of(same, memo) + _canaries([f.record for f in same], controls)
         for _, same in sorted(per_image.items())
+    ]
+    p.builds = [
+        f"{_text(same[0].image, 2 * TEXT_MAX) or 'unnamed image'}: {b}"
+        for _, same in sorted(per_image.items())
+        if (b := built_from([f.record for f in same]))
     ]
     return p
 

@@ -561,6 +561,7 @@ def failed_record(c: Campaign, s: Slice) -> BenchRecord:
             backend=s.backend,
             repo_digests=[s.pull],
             labels=build.labels,
+            source_origin=build.source_origin,
         ),
         model=lm_model,
         test=NO_TEST,

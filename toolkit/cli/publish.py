@@ -159,12 +159,12 @@ def export_run(matrix_path, results_dir, as_json, run_id, output):
     the README's `pip install`; where this checkout has that commit). Push the images first (`toolkit
     push`) so the folder names where to pull them.
     """
-    from toolkit.publish import run_folder
+    from toolkit.publish import REPRODUCED, run_folder
     from toolkit.results import need_records_beside
 
     lm = _load(matrix_path)
-    if not results_dir:
-        need_records_beside(lm.root / "results")  # in an export's folder: --results . reads its run
+    if not results_dir:  # in an export's folder: --results . reads its run
+        need_records_beside(lm.root / "results", ("export-run", run_id, "-o", output), REPRODUCED)
     run = run_folder.export_run(_store(lm, results_dir), run_id, Path(output), lm)
     if as_json:
         echo_json(run)

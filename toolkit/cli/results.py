@@ -32,7 +32,7 @@ from toolkit.cli.common import (
 )
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
-from toolkit.core.text import path_text, plain_ascii
+from toolkit.core.text import path_text, plain_ascii, shell_join
 from toolkit.core.types import is_sha256
 
 
@@ -48,7 +48,8 @@ from toolkit.core.types import is_sha256
     default=None,
     help="text = sized to the terminal (long tables in blocks, the roofline and tok/J columns dropped "
     "and said when they do not fit); github (or md) = markdown tables to paste; csv/json for tools; html = one "
-    "offline page with plots (written to --output, default results/report.html). Default: the form "
+    "offline page with plots (written to --output, default results/report.html; a folder `toolkit export-run` "
+    "wrote is never written into: --output is needed). Default: the form "
     "--output's name ends in (.html/.htm, .csv, .json; .md and others: github), else text when stdout is a "
     "terminal, else github (a pipe gets markdown).",
 )
@@ -124,7 +125,7 @@ def report(
     the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
     root = _need_results_folder(
-        _results_root(matrix_path, results_dir), matrix_path, results_dir, named=False
+        _results_root(matrix_path, results_dir), matrix_path, results_dir, "report", named=False
     )
     fmt = fmt or _named_format(output) or human_format(output)
     if (
@@ -282,9 +283,18 @@ def _uncollected(on: bool) -> Iterator[None]:
 
 def _report_file(output: str | None, fmt: str, root: Path, matrix_path: str) -> Path | None:
     """Where the report goes (--output, else results/report.html for html, else stdout: None),
-    checked before anything is written (core.paths.output_file: no device, link, matrix or store file)."""
-    from toolkit.core.paths import output_file
+    checked before anything is written (core.paths.output_file: no device, link, matrix or store file).
+    An html page of a folder `toolkit export-run` wrote (someone's published run, read only) needs
+    --output: BadInput (exit 4) naming a file beside that folder."""
+    from toolkit.core.paths import output_file, typed
+    from toolkit.results import exported_run
 
+    if fmt == "html" and not output and exported_run(root):
+        page = typed(root.resolve().parent / f"{root.resolve().name}-report.html")
+        raise BadInput(
+            f"{path_text(root)} is a run `toolkit export-run` wrote, read here, never written into: name the "
+            f"page with --output, e.g. `{shell_join(['toolkit', 'report', '--results', typed(root), '--format', 'html', '-o', page])}`"
+        )
     dest = Path(output) if output else (root / "report.html" if fmt == "html" else None)
     if dest is not None:
         output_file(dest, option="--output", protected=(Path(matrix_path),), data_root=root)
@@ -304,15 +314,19 @@ def _results_root(matrix_path: str, results_dir: str | None) -> Path:
     return Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
 
 
-def _need_results_folder(root: Path, matrix_path: str, results_dir: str | None, *, named: bool) -> Path:
+def _need_results_folder(
+    root: Path, matrix_path: str, results_dir: str | None, *words: str, named: bool
+) -> Path:
     """`root`; BadInput when the results folder does not exist: never "no results yet" from the wrong
     folder, and never a page written there. A project's own results/ not made yet is nothing measured
     yet, one state with an empty folder (docs/exit-codes.md): `root` for a command that shows what is
-    there (report: "no results yet", exit 0), BadInput for one `named` what to read (compare A B)."""
+    there (report: "no results yet", exit 0), BadInput for one `named` what to read (compare A B).
+    `words`: the command and its arguments, for the hint in an export's folder (need_records_beside)."""
+    from toolkit.publish import REPRODUCED
     from toolkit.results import fill_results, need_records_beside
 
-    if not results_dir:
-        need_records_beside(root)  # in an export's folder: its records, not "no results yet"
+    if not results_dir:  # in an export's folder: its records, not "no results yet"
+        need_records_beside(root, words, REPRODUCED)
     if root.is_dir():
         return root
     if not results_dir and Path(matrix_path).is_file():  # the project is here: nothing measured yet
@@ -442,7 +456,9 @@ def compare(
     from toolkit.analysis import compare_text
     from toolkit.results.records import ResultStore
 
-    root = _need_results_folder(_results_root(matrix_path, results_dir), matrix_path, results_dir, named=True)
+    root = _need_results_folder(
+        _results_root(matrix_path, results_dir), matrix_path, results_dir, "compare", a, b, named=True
+    )
     stores = [ResultStore(root), *([ResultStore(Path(against), read_only=True)] if against else [])]
     try:
         c = compare_mod.compare(

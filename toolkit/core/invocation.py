@@ -27,6 +27,7 @@ TAKES = {
     "compare": ("matrix", "results"),
     "push": ("matrix", "results"),
     "import": ("matrix", "results"),
+    "export-run": ("matrix", "results"),
 }
 """Which of --matrix / --results each suggested command takes (tests/test_fix45_newcomer.py checks this
 against the commands' own options); a command not listed takes neither."""

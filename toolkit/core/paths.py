@@ -25,6 +25,13 @@ from pathlib import Path, PurePosixPath
 from toolkit.core.errors import BadInput
 
 
+def typed(path: Path) -> str:
+    """`path` as a user in the working folder types it in a command: `.` for that folder, relative below
+    it (`published/r1`), else absolute; quote it (text.shell_word) to paste."""
+    here, full = Path.cwd().resolve(), Path(path).resolve()
+    return str(full.relative_to(here)) if full.is_relative_to(here) else str(full)
+
+
 def _refuse(what: str, value: object, why: str, fix: str) -> BadInput:
     return BadInput(f"{what}: {str(value)[:200]!r} {why}; {fix}")
 

@@ -81,7 +81,7 @@ class BuildResult:
                 else f"{getattr(r, 'cached_steps', '?')}/{getattr(r, 'steps', '?')} steps from cache"
             )
             # where the runtime's source came from (images/sources.py)
-            origin = getattr(r, "source_origin", None)
+            origin = r.source_origin
             return (
                 f"{self.image}: built {r.ref} {r.digest[:19]} {r.size_bytes / 1e6:.0f} MB in "
                 f"{r.build_seconds:.1f} s ({how}{f'; source {origin}' if origin else ''})"

@@ -12,7 +12,8 @@ from toolkit.analysis.caveats import smoke_caveats
 from toolkit.analysis.facts import known_stddev
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
 from toolkit.analysis.verdict import decimals_apart
-from toolkit.core.text import md_line, md_text
+from toolkit.core.paths import typed
+from toolkit.core.text import Prose, md_line, md_text, shell_join
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
 
@@ -68,7 +69,20 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
         )
         + f"; noise = max(2 x combined relative stddev, {rep.threshold:g}%))"
     )
+    lines += [md_line(x) if fmt == "github" else x for x in next_lines(rep)]
     return "\n".join(lines)
+
+
+def next_lines(rep: Reproduction) -> list[Prose]:
+    """How to see the reproduced run and compare it with the published one: the exact `toolkit report` and
+    `toolkit compare` commands, from the working folder (core.paths.typed), quoted to paste."""
+    r, f = typed(rep.results), typed(rep.folder)
+    see = shell_join(["toolkit", "report", "--results", r, "--run", rep.new_run_id])
+    both = shell_join(["toolkit", "compare", rep.new_run_id, rep.run_id, "--results", r, "--against", f])
+    return [
+        Prose(f"see the reproduced run: `{see}`", see),
+        Prose(f"compare it with the published run (A: this one, B: the published): `{both}`", both),
+    ]
 
 
 def caveats(rep: Reproduction) -> list[str]:

@@ -62,7 +62,7 @@ from toolkit.matrix.api import (
     read_yaml,
 )
 from toolkit.models.tiny import ensure_model_file, sha256_file
-from toolkit.publish import folder_copy, run_folder, run_read
+from toolkit.publish import REPRODUCED, folder_copy, run_folder, run_read
 from toolkit.results import identity, write_atomic
 from toolkit.results import index as resultindex
 from toolkit.results.records import BenchRecord, BuildRecord, ResultStore, imported
@@ -504,7 +504,7 @@ def _workdir(folder: Path, rebuild: bool) -> Path:
     every path checked to stay in the folder first (load_run refused symlinks pointing out of it). Its
     `.gitignore` keeps this host's results, logs, paths and model files out of a published folder that
     is committed (export-run's README says to)."""
-    work = _inside(folder, "reproduce")
+    work = _inside(folder, str(REPRODUCED.parent))
     work.mkdir(parents=True, exist_ok=True)
     if not (work / ".gitignore").exists():
         write_atomic(
@@ -676,7 +676,7 @@ def reproduce(
     if not allow_twin:
         _refuse_twins(run, recorded)
     workdir = _workdir(folder, rebuild)
-    work_store = ResultStore(results or contained(workdir, "results", what=f"{workdir}: results"))
+    work_store = ResultStore(results or contained(workdir, REPRODUCED.name, what=f"{workdir}: results"))
     rep = Reproduction(run.run_id, "", folder, work_store.root, threshold)
     paths = {m.name: locate_model(m, folder, workdir, model_dir, project=project) for m in run.models}
     blm = bench_matrix(

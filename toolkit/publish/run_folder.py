@@ -23,7 +23,7 @@ from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
 from toolkit.matrix.api import BenchAxes, LoadedMatrix
-from toolkit.publish import folder_copy, scrub, sweeps
+from toolkit.publish import REPRODUCED, folder_copy, scrub, sweeps
 from toolkit.publish.push import merged, push_hint
 from toolkit.results import index as resultindex
 from toolkit.results import open_regular, write_atomic
@@ -467,6 +467,9 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             + _records_words(mine)
         )  # the build it holds (commit, ROCm/Mesa version, toolkit) and its canary, as the report's image line
         lines += [
+            f"  - built from: {md_text(b)}" for b in [provenance.built_from(mine)] if b
+        ]  # its build line
+        lines += [
             f"  - pull: {code('docker pull ' + rd)} (Podman: {code('podman pull ' + rd)})"
             + (
                 " (a registry on the exporting host's loopback address: only that host can pull it)"
@@ -491,8 +494,16 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
     lines += _cases_lines(run) + ["", "## Results", ""] + _results_lines(records)
     lines += ["## Reproduce", "", *_reproduce_lines(run), ""]
     lines += [
-        "With the toolkit installed: `toolkit report --results .` in this folder prints these tables "
-        f"again; from your own project, {code(f'toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER')} "
+        "With the toolkit installed: `toolkit report --results .` in this folder prints these tables again. "
+        + (
+            ""
+            if all(imported(im.digest) for im in run.images)  # nothing to reproduce
+            else f"After `toolkit reproduce .`, {code(f'toolkit report --results {REPRODUCED}')} shows the run it "
+            f"measured and {code(f'toolkit compare NEW_RUN {run.run_id} --results {REPRODUCED} --against .')} "
+            "compares it (A) with this one (B) (NEW_RUN: the run id `toolkit reproduce` prints, whose closing "
+            "lines give both commands). "
+        )
+        + f"From your own project, {code(f'toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER')} "
         "compares a run of yours (A) with this one (B).",
         "",
         "Files: "

@@ -12,10 +12,18 @@ leaves the path out (identity.MODEL_FILE_FIELDS), and the depth sweep is told by
 (sweeps.recorded_sweep), kept. run.json's `recorded_path` (where the run read the model) is left out
 of a published folder; a run of this project reproduced by its run id is exported with it
 (`host_paths`), as it never leaves this host. Old folders that carry absolute paths still read.
+
+A build record's `engine` (Docker's engine ID, `podmanu<uid>`: the same on every run of that engine) is
+published as an alias salted with the run id (`engine_alias`): the same engine within one export reads
+as one, and two exports of one engine cannot be told to be one machine. A host's `hostname` and kernel
+`cmdline` (a `root=UUID=...` names its disk), which bench stopped recording but older records carry,
+are left out (MACHINE_FACTS). What else names hardware is no identifier: a GPU's PCI bus and render
+node are its slot; no serial, UUID, MAC address or machine-id is recorded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -177,13 +185,36 @@ def published(
     run: PublishedRun, recs: list[BenchRecord], builds: list[BuildRecord], *folders: Path | None
 ) -> tuple[PublishedRun, list[BenchRecord], list[BuildRecord]]:
     """run.json, the records and the build records as a published folder holds them: every path under
-    `folders` (the project, then the results folder) or $HOME scrubbed (host_prefixes), and no model's
-    `recorded_path`."""
+    `folders` (the project, then the results folder) or $HOME scrubbed (host_prefixes), no model's
+    `recorded_path`, no host's MACHINE_FACTS, and each build's engine as its engine_alias."""
     prefixes = host_prefixes(*folders)
     run = run.model_copy(
-        update={"models": [m.model_copy(update={"recorded_path": None}) for m in run.models]}
+        update={
+            "models": [m.model_copy(update={"recorded_path": None}) for m in run.models],
+            "host": _anonymous(run.host),
+        }
     )
+    recs = [r.model_copy(update={"host": _anonymous(r.host)}) for r in recs]
+    builds = [b.model_copy(update={"engine": engine_alias(b.engine, run.run_id)}) for b in builds]
     return scrubbed([run], prefixes)[0], scrubbed(recs, prefixes), scrubbed(builds, prefixes)
+
+
+MACHINE_FACTS = ("hostname", "cmdline")
+"""The host facts of older records that name the measuring machine: never published."""
+
+
+def _anonymous(host: dict[str, Any]) -> dict[str, Any]:
+    """`host` (a record's or run.json's host facts) without MACHINE_FACTS."""
+    return {k: v for k, v in host.items() if k not in MACHINE_FACTS}
+
+
+def engine_alias(engine_id: str | None, salt: str) -> str | None:
+    """`engine-<12 hex>` (sha256 of `salt`, the run id, and `engine_id`) for an engine's ID, a stable
+    identifier of the measuring machine: one engine reads as one alias within an export, and as another
+    in another run's; None (recorded before builds named their engine) kept."""
+    if engine_id is None:
+        return None
+    return "engine-" + hashlib.sha256(f"{salt}\0{engine_id}".encode()).hexdigest()[:12]
 
 
 def scrub_file(path: Path, *folders: Path | None) -> None:

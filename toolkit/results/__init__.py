@@ -15,7 +15,8 @@ from pathlib import Path
 
 from toolkit.core import invocation
 from toolkit.core.errors import BadInput, refused_link
-from toolkit.core.text import Prose, one_line, path_text
+from toolkit.core.paths import typed
+from toolkit.core.text import Prose, one_line, path_text, shell_join
 
 
 def bench_files(root: Path) -> list[Path]:
@@ -92,17 +93,39 @@ def export_beside(root: Path) -> Path | None:
     return folder if exported_run(folder) and bench_files(folder) else None
 
 
-def need_records_beside(root: Path) -> None:
+def need_records_beside(
+    root: Path, words: tuple[str, ...] = ("report",), reproduced: Path | None = None
+) -> None:
     """BadInput (exit 4) when `root`, a command's default results folder, holds no record but the
-    folder holding it is an exported run (export_beside): its records are read with `--results`."""
+    folder holding it is an exported run (export_beside): its records are read with `--results`, said
+    as the command to paste where the user stands, `toolkit WORDS --results FOLDER` (`words`: the
+    command and the arguments given, `("compare", A, B)`, with the --matrix and --engine given:
+    invocation.command; paths as core.paths.typed, quoted).
+    `reproduced`: where `toolkit reproduce` keeps its runs in such a folder (relative to it: the CLI
+    passes publish's); where it holds records, compare reads A there and B from the folder (`--results
+    REPRODUCED --against FOLDER`), and the report's hint names it too."""
     export = export_beside(root)
-    if export is not None:
-        here = "." if export.resolve() == Path.cwd().resolve() else path_text(export)  # one line, escaped
-        raise BadInput(
-            f"{path_text(export)} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project "
-            f"with results/: pass --results {here} (`toolkit report --results {here}`; from your own project, "
-            f"`toolkit compare A B --against {path_text(export.resolve())}`)"
+    if export is None:
+        return
+    here = typed(export)
+    again = export / reproduced if reproduced else None
+    if again is not None and not (again.is_dir() and bench_files(again)):
+        again = None  # no run reproduced here
+    if again is not None and words[0] == "compare":
+        pick, then = ["--results", typed(again), "--against", here], ""
+    else:
+        pick = ["--results", here]
+        then = (
+            f"; the run `toolkit reproduce` measured here: `{invocation.command('report', '--results', typed(again))}`"
+            if again is not None
+            else f"; to measure a run of yours beside it: `{invocation.command('reproduce', here)}`"
+            if words[0] == "compare"
+            else ""
         )
+    raise BadInput(
+        f"{path_text(export)} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project "
+        f"with results/: pass {shell_join(pick)} (`{invocation.command(words[0], *words[1:], *pick)}`){then}"
+    )
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))

@@ -180,6 +180,10 @@ class BuildRecord(BaseModel):
     """The engine that holds the image: engine.engine_id() at build time (Docker's engine ID,
     `podmanroot`, `podmanu<uid>`). None in records written before engines were told apart: such a
     build counts for any engine."""
+    source_origin: str | None = None
+    """Where the runtime's source came from (images/sources.py: `pypi:llama-cpp-python==0.3.36` where the
+    git fetch fell back to PyPI's sdist); None for a build without source. Bench copies it into each
+    record's image (runners.base.image_ref), where the report says it."""
 
     def on_engine(self, engine_id: str | None) -> bool:
         """True when this build's image is in the engine `engine_id` (None: any engine) as far as the

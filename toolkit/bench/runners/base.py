@@ -356,6 +356,7 @@ def image_ref(build: BuildRecord, spec: ImageSpec) -> ImageRef:
         backend=spec.backend,
         repo_digests=build.repo_digests,
         labels=build.labels,
+        source_origin=build.source_origin,
         inputs_key=build_mod.build_inputs_key(build),
         current_inputs_key=sel.get("current"),
         stale=bool(sel.get("stale")),
