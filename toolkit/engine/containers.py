@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from toolkit.core import signals
 from toolkit.core.errors import BadInput, EngineUnavailable
@@ -28,6 +28,8 @@ from toolkit.engine.choice import (
     host_id,
     podman_rootless,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -182,10 +184,20 @@ def raised_by_docker(err: BaseException) -> bool:
 
 
 def start_container(spec: RunSpec):
-    """Start `spec` detached through the SDK (labelled so orphans can be found and removed)."""
-    container = create_container(spec)
-    container.start()
-    return container
+    """Start `spec` detached through the SDK (labelled so orphans can be found and removed). A start
+    that failed with a runtime flake removes that container and makes a new one (_retrying)."""
+
+    def once():
+        container = create_container(spec)
+        try:
+            container.start()
+        except Exception as err:
+            if is_runtime_flake(err):
+                remove_container(container)
+            raise
+        return container
+
+    return _retrying(once)
 
 
 def create_container(spec: RunSpec):
@@ -423,6 +435,37 @@ def _release(container, stream, *, remove: bool = True) -> None:
             container.remove(force=True)
 
 
+RUNTIME_FLAKES = ("read init-p", "init preliminary setup")
+"""Text of runc failing to hand a container's first process its setup over a pipe ("OCI runtime
+create failed: ... waiting for init preliminary setup: read init-p: connection reset by peer"): the
+runtime's failure, not the image's (seen once in CI, a loaded 2-core host, starting debian:trixie-slim).
+Nothing ran, and a start a moment later succeeds. Sources: moby/moby#42953, gitpod-io/gitpod#9247
+(which retries it)."""
+
+START_TRIES = 3
+"""How many times in all a container whose start failed with a runtime flake is created and started."""
+
+
+def is_runtime_flake(err: BaseException) -> bool:
+    """True when `err` (the engine's error, docker.errors.APIError) is the OCI runtime failing to
+    start the container's first process for a reason that is not the image's (RUNTIME_FLAKES)."""
+    return any(text in str(err) for text in RUNTIME_FLAKES)
+
+
+def _retrying(start: Callable[[], T]) -> T:
+    """`start()`, called again a second later when it raised a runtime flake, START_TRIES times in
+    all; the last error is raised."""
+    attempt = 1
+    while True:
+        try:
+            return start()
+        except Exception as err:
+            if attempt >= START_TRIES or not is_runtime_flake(err):
+                raise
+        attempt += 1
+        time.sleep(1.0)
+
+
 def run_container(
     spec: RunSpec,
     *,
@@ -439,8 +482,13 @@ def run_container(
     A run past `timeout` seconds is killed and reported with timed_out=True. Ctrl-C kills and
     removes the container, then raises `Interrupted` (a KeyboardInterrupt) carrying the output so
     far. The engine going away raises `EngineLost` (EngineUnavailable, exit 5) carrying the output
-    so far. An exception raised by a callback stops the run and propagates.
+    so far. An exception raised by a callback stops the run and propagates. A start that failed with
+    a runtime flake (is_runtime_flake: nothing ran) is made again with a new container (_retrying).
     """
+    return _retrying(lambda: _run_once(spec, timeout, on_stderr, on_stdout, on_start))
+
+
+def _run_once(spec, timeout, on_stderr, on_stdout, on_start) -> RunOutcome:
     run = _Capture(on_stdout, on_stderr)
     container = create_container(spec)
 
