@@ -161,16 +161,17 @@ def _rows(commit: str, tg_scale: float = 1.0, pp_scale: float = 1.0) -> str:
 def test_the_cli_neither_crowns_nor_counts_a_decode_1000x_beyond_the_peak(tmp_path):
     """The finding's decode of 1000x (112,000 tok/s) is now refused at import (no tg test runs faster
     than one token per 10 us: tests/test_breaker_round17.py); 100x (11,200 tok/s, 3,272 % of the
-    R9700's bandwidth) is still possible to write down, and held."""
+    R9700's bandwidth) is refused too since fix50b (beyond 10x its named card's peak); 20x (2,240 tok/s,
+    654 %) is still possible to write down, and held."""
     (tmp_path / "gA.jsonl").write_text(_rows("aaaa1111"))
-    (tmp_path / "gB.jsonl").write_text(_rows("cccc3333", tg_scale=100.0))
+    (tmp_path / "gB.jsonl").write_text(_rows("cccc3333", tg_scale=20.0))
     res = tmp_path / "r"
     for label, name in (("A", "gA.jsonl"), ("B", "gB.jsonl")):
         out = tk(tmp_path, "import", "--results", str(res), "--label", label, str(tmp_path / name))
         assert out.returncode == 0, out.stderr[-800:]
     out = tk(tmp_path, "report", "--results", str(res), "--format", "text")
     assert out.returncode == 0, out.stderr[-800:]
-    assert "11200.00 ± 112.00 *" not in out.stdout and "B wins" not in out.stdout
+    assert "2240.00 ± 22.40 *" not in out.stdout and "B wins" not in out.stdout
     assert "decode: not decided (above-peak flags)" in " ".join(out.stdout.split())
     out = tk(tmp_path, "compare", "A", "B", "--results", str(res))
     assert out.returncode == 0, out.stderr[-800:]

@@ -9,9 +9,9 @@ import array
 import heapq
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from toolkit.core import jsonsafe
 from toolkit.results.identity import (
@@ -44,6 +44,7 @@ from toolkit.results.records import (
 )
 
 if TYPE_CHECKING:
+    from toolkit.results.import_read import ImportSource
     from toolkit.results.index import StoredImports
 
 
@@ -245,6 +246,39 @@ def dup_note(n: int, run: str, name: str, how: str) -> str:
             "rows instead, import them into a new --results folder)"
         )
     return f"{n} row(s) already imported in run {run} (as {name}): left out"
+
+
+_MEASURED = (
+    "left out of what `toolkit measure` added, as the row's own figures do not support it (the speed kept)"
+)
+
+
+class PerFile:
+    """What an import says of rows (`head`: what of `toolkit measure` rows it left out, measured_claims; rows
+    beyond their GPU's peak, plausible.beyond_peak) per set, file and head: a line each, naming the first
+    row, the rows, and what of them (an edited file of 10,000 rows is one line, not 10,000)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple, list] = {}  # (set, file, head) -> [rows, first row, {what: why}]
+
+    def add(self, si: int, src: ImportSource, line: int, said: Any, head: str = _MEASURED) -> None:
+        if not isinstance(said, dict) or not said:
+            return
+        seen = self.seen.setdefault((si, str(src.path), head), [0, f"{src.path}:{line}", {}])
+        seen[0] += 1
+        for what, why in said.items():
+            seen[2].setdefault(what, why)
+
+    def notes(self, written: Callable[[int], bool]) -> list[str]:
+        """A line per (set, file, head) whose set is `written`."""
+        out = []
+        for (si, _f, head), (n, first, said) in self.seen.items():
+            if written(si):
+                text = "; ".join(f"{what}: {why}" for what, why in list(said.items())[:6])
+                more = f"; and {len(said) - 6} more" if len(said) > 6 else ""
+                rows = f" (and {n - 1} more row(s) of the file)" if n > 1 else ""
+                out.append(f"{first}{rows}: {head}: {text}{more}")
+        return out
 
 
 def fingerprints_again(fps: array.array) -> dict[int, int]:

@@ -66,6 +66,7 @@ from toolkit.results.import_read import (
 from toolkit.results.import_repeats import (
     SEQ_FIELD,
     Held,
+    PerFile,
     StoredRows,
     dup_note,
     filled_body,
@@ -83,7 +84,7 @@ from toolkit.results.records import (
     ImageRef,
     ResultStore,
 )
-from toolkit.runtimes.llama_bench import md_defaults
+from toolkit.runtimes.llama_bench import md_defaults, plausible
 from toolkit.runtimes.llama_bench.check import backends_of
 from toolkit.runtimes.llama_bench.readers import SourceRow
 
@@ -279,7 +280,7 @@ def _import_rows(
     by_id = [sets.get(sy, gone) for sy in tally.system_ids]
     res.repaired = [text for si, text in tally.repaired if not by_id[si].already]
     res.notes += [text for si, text in tally.energy if not by_id[si].already]
-    res.notes += tally.left_out.notes(lambda si: not by_id[si].already)
+    res.notes += tally.said.notes(lambda si: not by_id[si].already)
     writer = _Writer(store, res, by_id, Held(aside), repeated_keys(tally.keys, again), tally.keys)
     told = _ReadAgain(sources, again, printed, tally)
     # the sets imported before, whose rows are not written again (a gone set's rows are all in `again`)
@@ -313,7 +314,7 @@ class _Tally:
         self.keys = array.array("Q")  # the test digest of each spilled record, in spill order
         self.repaired: list[tuple[int, str]] = []  # (set, what was recomputed), said for the sets written
         self.energy: list[tuple[int, str]] = []  # (set, why a `toolkit measure` row's energy was left out)
-        self.left_out = _LeftOut()  # what of a `toolkit measure` row's block and flags was left out
+        self.said = PerFile()  # a `toolkit measure` row's block left out; a row beyond its GPU's peak
         self.dup_stored: dict[tuple[RowWhere, str], int] = {}  # ((run id, name, digest), how matched) -> rows
         self.fps = array.array("q")  # each spilled record's measurement digest (read twice: after pass 1)
         self.shown = {f: array.array("q") for f in md_forms}  # per md form, each spilled record's shown_key
@@ -381,7 +382,9 @@ class _Tally:
             self.repaired.append(
                 (si, f"{src.path}:{r.line}: stddev_ts was not a finite, non-negative number; {how}")
             )
-        self.left_out.add(si, src, r.line, ((rec.model_extra or {}).get("imported") or {}).get("left_out"))
+        self.said.add(si, src, r.line, ((rec.model_extra or {}).get("imported") or {}).get("left_out"))
+        if why := plausible.beyond_peak(rec.raw, rec.avg_ts):
+            self.said.add(si, src, r.line, {rec.test: why}, plausible.BEYOND_PEAK)
         if rec.telemetry and (why := rec.telemetry.get("energy_refused")):
             gpus = rec.telemetry.get("gpus")
             blocks = list(gpus.values()) if isinstance(gpus, dict) else []
@@ -414,37 +417,6 @@ class _Tally:
         if backend is not None and said not in ("cpu", "unknown") and said != backend:
             self.wrong.append(f"{src.path}:{r.line} (backends {said_names!r})")
         return si
-
-
-class _LeftOut:
-    """What imports left out of `toolkit measure` rows' blocks and flags (telemetry_check.measured_claims:
-    the record's `imported.left_out`), counted per set and file: a line each, naming the first row, the
-    rows, and what was left out of them (an edited file of 10,000 rows is one line, not 10,000)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[int, str], list[Any]] = {}  # (set, file) -> [rows, first row, {what: why}]
-
-    def add(self, si: int, src: ImportSource, line: int, left: Any) -> None:
-        if not isinstance(left, dict) or not left:
-            return
-        seen = self.seen.setdefault((si, str(src.path)), [0, f"{src.path}:{line}", {}])
-        seen[0] += 1
-        for what, why in left.items():
-            seen[2].setdefault(what, why)
-
-    def notes(self, written: Callable[[int], bool]) -> list[str]:
-        """A line per (set, file) whose set is `written`."""
-        out = []
-        for (si, _f), (n, first, left) in self.seen.items():
-            if written(si):
-                said = "; ".join(f"{what}: {why}" for what, why in list(left.items())[:6])
-                more = f"; and {len(left) - 6} more" if len(left) > 6 else ""
-                rows = f" (and {n - 1} more row(s) of the file)" if n > 1 else ""
-                out.append(
-                    f"{first}{rows}: left out of what `toolkit measure` added, as the row's own figures do "
-                    f"not support it (the speed kept): {said}{more}"
-                )
-        return out
 
 
 _BATCH = 32

@@ -10,14 +10,16 @@ ggml_nelements: their ratio is the mean bytes a weight, which no ggml tensor typ
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import backends
+from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
 from toolkit.core.text import counted
-from toolkit.runtimes.llama_bench.check import forward_passes, quantity
+from toolkit.runtimes.llama_bench.check import backends_of, forward_passes, quantity
 from toolkit.runtimes.llama_bench.settings_check import gpu_devices
 
 MIN_BYTES_PER_PARAM = 0.18
@@ -43,12 +45,38 @@ pp2048 of 272 million tok/s of a 30B model: 1.6 exaFLOP/s)."""
 
 DEVICE_FLOP_S = 5e16
 """The most FLOP/s one GPU device computes, 50 PFLOP/s (NVIDIA's Rubin at NVFP4; a B300's dense FP4 is 15):
-a row whose gpu_info or devices name N devices is held to N x this, at most MAX_FLOP_S (held_by)."""
+a row whose gpu_info or devices name N devices is held to N x this (N x CARD_SLACK x a known card's peak
+where that is less), at most MAX_FLOP_S (held_by)."""
 
 DEVICE_BYTES_S = 2.5e13
 """The most bytes a second one GPU device reads from memory, 25 TB/s (NVIDIA's Rubin HBM4 is 22; a B200
 or MI355X has 8, an H200 4.8, an R9700 0.64): a row whose gpu_info or devices name N devices is held to
-N x this, at most MAX_BYTES_S (held_by)."""
+N x this (N x CARD_SLACK x a known card's peak where that is less), at most MAX_BYTES_S (held_by)."""
+
+CARD_SLACK = 10.0
+"""How far past its named cards' peak (core/gpuspecs: memory bandwidth, dense FP16 matrix rate, N cards
+summed in any split) a row is refused; between 1 and this it is kept and named (beyond_peak), and the
+report holds the cell out (analysis/roofline). Real rows reach 0.91 of an R9700's bandwidth (tests/data,
+a dense qwen35 27B); a row of a known card may pass its peak by a last-level cache that holds the whole
+model (RDNA3's 96 MB Infinity Cache: 5.3 TB/s to its dies, AMD's launch figure, against 960 GB/s of GDDR6,
+5.5x; MI300X's 256 MB: 17 TB/s against 5.3, 3.2x), by weights its model type counts that a token does not read (gemma3n's per-layer
+embedding tables, about half its weights: 2x), by a narrower matrix type than FP16 (INT8 or FP8 2x,
+RDNA4's INT4 4x), by memory clocked above its board's figure (+15 %). A cache and a clock lift the bytes
+(5.5 x 1.15), a matrix type the FLOPs (4 x 2 x 1.15): each under 10. 12x an R9700 is no measurement."""
+
+HOST_BYTES_S = 1e13
+"""The most bytes a second a host's CPUs read from memory, 10 TB/s: what a CPU-only row (backends CPU,
+BLAS, AMX, ...: no GPU device; or `-dev none`) is held to. The largest CPU systems: 16 sockets of Xeon
+Sapphire Rapids (HPE Compute Scale-up Server 3200) x 8 channels of DDR5-4800 = 4.9 TB/s; 8 sockets of
+Xeon 6 x 12 channels of MRDIMM-8800 (70.4 GB/s each) = 6.8 TB/s at most (servethehome.com, Xeon 6900P);
+2 sockets of EPYC 9005 x 12 of DDR5-6400 = 1.2 TB/s; a 4-socket MI300A's CPU side reaches its 4 x 5.3
+TB/s of HBM through 24 Zen 4 cores a socket, far below. The real CPU rows of tests/data read 0.14 TB/s at
+most (deepseek2 671B, 8 tok/s, at 3 %)."""
+
+HOST_FLOP_S = 1e16
+"""The most FLOP/s a host's CPUs compute, 10 PFLOP/s: 16 sockets of 60 Sapphire Rapids cores with AMX
+(1,024 BF16 FLOP, 2,048 INT8 ops a cycle a core, 2 GHz) give 4e15 at INT8; the real CPU rows of
+tests/data compute 6e12 at most."""
 
 MAX_BYTES_S = 1.6e14
 """The most bytes a second any machine llama-bench runs on reads from memory, 160 TB/s: its 16 GPU
@@ -137,18 +165,65 @@ def least_share(fields: dict[str, Any]) -> float:
     return share.params_share if share and share.source != "dense" else MIN_ACTIVE_SHARE
 
 
-def held_by(fields: dict[str, Any]) -> tuple[float, float, str]:
-    """(bytes/s, FLOP/s, what reads and computes them) the row `fields` is held to: N x DEVICE_BYTES_S and
-    N x DEVICE_FLOP_S (at most MAX_BYTES_S, MAX_FLOP_S) where its gpu_info or devices name N GPU devices
-    (settings_check.gpu_devices), MAX_BYTES_S and MAX_FLOP_S (any machine) where they name none (a CPU
-    row, an md table, RPC)."""
-    n = gpu_devices(fields)
+def _machine(fields: dict[str, Any]) -> tuple[bool, int | None, tuple[float, float, str] | None]:
+    """(ran on the host's CPUs alone, its GPU devices: settings_check.gpu_devices, _named_peaks) of row
+    `fields`, from the fields they read (cached: a file's rows name one machine; a text over 1 KiB is not
+    kept, so that no hostile file holds 256 of 1 MB each)."""
+    info, raw = fields.get("gpu_info"), fields.get("backends")
+    texts = (
+        (len(info) if isinstance(info, str) else 0)
+        + len(str(raw or ""))
+        + len(str(fields.get("devices") or ""))
+    )
+    return (_machine_of if texts <= 1024 else _machine_of.__wrapped__)(
+        info if isinstance(info, str) else None,
+        str(fields.get("devices") or ""),
+        str(raw or ""),
+        backends_of(fields),
+        _before_registry(fields),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _machine_of(
+    info: str | None, devices: str, raw: str, names: str, old: bool
+) -> tuple[bool, int | None, tuple[float, float, str] | None]:
+    """_machine of a row of gpu_info `info`, `devices`, backends `raw` (derived: `names`), of a
+    llama-bench before the backend registry or not (`old`: then a CANN build printed `CPU`). On the host:
+    `-dev none`, or backends naming only host backends (backends.CPU_SIDE_NAMES) and no GPU device."""
+    n = gpu_devices({"gpu_info": info, "devices": devices, "backends": raw})
+    cpu = not n and backends.from_llama_names(names) == "cpu" and not old
+    return devices.strip().lower() == "none" or cpu, n, _named_peaks(info or "")
+
+
+def _named_peaks(gpu_info: str) -> tuple[float, float, str] | None:
+    """(bytes/s, FLOP/s, product) of one GPU device of a row's `gpu_info` at its peak (core/gpuspecs:
+    memory bandwidth, dense FP16 matrix rate): the fastest product it names, None where it names none, or
+    one without figures (a product not in the table, a generic name: no yardstick)."""
+    specs = [spec_by_name(d) for d in split_gpu_info(gpu_info)]
+    if not specs or not all(specs):
+        return None
+    top = max((s for s in specs if s), key=lambda s: (s.mem_bw, s.flops))
+    return top.mem_bw, max(s.flops for s in specs if s), top.product
+
+
+def held_by(fields: dict[str, Any], slack: float = CARD_SLACK) -> tuple[float, float, str]:
+    """(bytes/s, FLOP/s, what reads and computes them) the row `fields` is held to: HOST_BYTES_S and
+    HOST_FLOP_S where it ran on the host's CPUs alone (_machine); where its gpu_info or devices name N GPU
+    devices (settings_check.gpu_devices), N x `slack` x their product's peak (_named_peaks), at most
+    DEVICE_BYTES_S and DEVICE_FLOP_S a device (those for a product without figures) and MAX_BYTES_S,
+    MAX_FLOP_S in all; MAX_BYTES_S and MAX_FLOP_S (any machine) where they name none (an md table, RPC)."""
+    host, n, card = _machine(fields)
+    if host:
+        return HOST_BYTES_S, HOST_FLOP_S, "the largest host (the row names no GPU device)"
     if not n:
         return MAX_BYTES_S, MAX_FLOP_S, "any machine"
+    each = (slack * card[0], slack * card[1]) if card else (DEVICE_BYTES_S, DEVICE_FLOP_S)
     return (
-        min(n * DEVICE_BYTES_S, MAX_BYTES_S),
-        min(n * DEVICE_FLOP_S, MAX_FLOP_S),
-        f"the {counted(n, 'GPU device')} the row names",
+        min(n * min(each[0], DEVICE_BYTES_S), MAX_BYTES_S),
+        min(n * min(each[1], DEVICE_FLOP_S), MAX_FLOP_S),
+        f"the {counted(n, 'GPU device')} the row names"
+        + (f" ({card[2]}, at most {slack:g} x its peak)" if card else ""),
     )
 
 
@@ -156,12 +231,10 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
     """Why a row's model fields contradict each other or its speed, None when they do not (or are not
     given): model_size over model_n_params outside MIN_BYTES_PER_PARAM..MAX_BYTES_PER_PARAM bytes a
     weight (a size edited down hides a decode beyond the GPU's bandwidth: the roofline reads it), or
-    `rate` (tok/s, any test) implying more FLOP/s than the row's devices compute (held_by) at 2 FLOPs per
-    token and active parameter, at least least_share of them, or a decode reading more bytes/s than
-    they read (_reads_too_fast). Each repetition is held to them, not only their mean: `rate` is the
-    fastest of it and samples_ts (a sample at twice the limit beside a slow one averaged inside it)."""
+    `rate` (tok/s, any test) beyond what the row's machine reads and computes (held_by: _beyond). Each
+    repetition is held to them, not only their mean: `rate` is the fastest of it and samples_ts (a
+    sample at twice the limit beside a slow one averaged inside it)."""
     size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
-    rate = _fastest(rate, fields.get("samples_ts"))
     if size and params and size > 0 and params > 0:
         per = size / params
         if not MIN_BYTES_PER_PARAM <= per <= MAX_BYTES_PER_PARAM:
@@ -169,18 +242,45 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
                 f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
                 f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
             )
-    most_bytes, most_flops, who = held_by(fields)
+    return _beyond(fields, _fastest(rate, fields.get("samples_ts")), held_by(fields))
+
+
+BEYOND_PEAK = (
+    "kept beyond the peak of the GPU its gpu_info names (a cache, a matrix type narrower than FP16, a wrong model "
+    "size or GPU name): `toolkit report` flags such a cell bw-above-peak or compute-above-peak and holds it out"
+)
+"""What the import says of the rows beyond_peak names."""
+
+
+def beyond_peak(fields: dict[str, Any], rate: float | None) -> str | None:
+    """Why `rate` (tok/s, a row's mean) of row `fields` is beyond the peak of the GPU devices it names
+    (held_by at 1 x _named_peaks: the ceiling the report's roofline flags bw-above-peak or
+    compute-above-peak), None where it is not or they have no figures: a row the validity pass kept
+    (within CARD_SLACK of it), which the import names."""
+    host, n, card = _machine(fields)
+    if host or not n or card is None:
+        return None
+    return _beyond(fields, rate, held_by(fields, 1.0))
+
+
+def _beyond(fields: dict[str, Any], rate: float | None, held: tuple[float, float, str]) -> str | None:
+    """Why `rate` (tok/s) of row `fields`' model reads or computes more than `held` (bytes/s, FLOP/s, what
+    does: held_by): more bytes than its forward passes read (_reads_too_fast), or more FLOP/s than 2 FLOPs
+    per token and active parameter, each at least least_share; None where not (or not known)."""
+    size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
+    most_bytes, most_flops, who = held
     share = least_share(fields)
+    least = 2.0 * max(params or 0, 0) * share  # FLOPs a token
+    if rate is None or rate * share * max(size or 0, 0) <= most_bytes and rate * least <= most_flops:
+        return None  # a forward pass holds a token at least: neither bound is passed (the cheap common case)
     if why := _reads_too_fast(fields, size, share, rate, most_bytes, who):
         return why
-    if params and params > 0 and rate is not None:
-        least = 2.0 * params * share  # FLOPs a token
-        if rate * least > most_flops:
-            return (
-                f"{rate:.6g} t/s of a model of {params:.4g} parameters is {rate * least:.3g} FLOP/s at least "
-                f"(2 FLOPs per token and active parameter, {share:.3g} of them active): more than "
-                f"{most_flops:.0e}, what {who} computes"
-            )
+    if rate * least > most_flops:
+        return (
+            f"{rate:.6g} t/s of a model of {params:.4g} parameters is {rate * least:.3g} FLOP/s at least "
+            f"(2 FLOPs per token and active parameter, {share:.3g} of them active): more than "
+            f"{most_flops:.2g}, what {who} computes"
+        )
     return None
 
 
