@@ -1,28 +1,14 @@
-"""The correctness canary (issue 34): before an image's sweep, llama-perplexity in that image scores a
-small fixed text with the benchmarked model (toolkit.runtimes.llama_bench.perplexity: 4 chunks of 128
-tokens, seconds on a CPU). A fast image whose kernels compute garbage is caught here, not crowned.
+"""The correctness canary (issue 34): before an image's sweep, llama-perplexity in that image scores a small
+fixed text with the benchmarked model (toolkit.runtimes.llama_bench.perplexity: 4 chunks of 128 tokens). A
+fast image whose kernels compute garbage is caught here, not crowned.
 
-Decision (`judge`), per (image, model file):
-- the perplexity must be finite and >= 1, and the scored tokens' log-probabilities must differ (all
-  equal: the logits carry no information), else the image is `wrong-output`;
-- against the CPU control - the canary of a `cpu`-backend image on the same model file (sha256), the
-  same text (sha256), n_ctx and chunks, from this run or else the newest stored one - the image is
-  `wrong-output` when |ln(PPL_image / PPL_cpu)| > BOUND_LN. Without a control only the first check
-  runs, and the result says "no CPU control".
-
-Every record of a `wrong-output` (image, model) carries the stored flag `wrong-output` and a `canary`
-field with the result; the report's verdict never crowns it. Each result is also appended to
-results/<digest12>/canary.jsonl (one JSON object per canary run, the run id in it). A canary that could
-not run (an image built before llama-perplexity was shipped, a timeout, a crash, the text too short for
-the model's tokenizer) is said and stored as `unchecked`: its records are not flagged (unknown is not
-wrong). `bench.canary: false` skips it.
-
-vLLM images run their own canary (the runner's `run_canary` / `canary_command`, toolkit/bench/runners/
-vllm.py; the script and its parser in toolkit/runtimes/vllm/canary.py): the same text and token window
-scored from vLLM's prompt log-probabilities, judged here (`judge_parsed`) by the same rules; its
-results carry their `method`, and only results of one method are compared. SGLang has none
-(docs/running.md says why).
-"""
+`judge`, per (image, model file): the perplexity must be finite and >= 1 and the scored tokens'
+log-probabilities must differ, and against the CPU control (a `cpu`-backend image's canary on the same model
+sha256, text sha256, n_ctx and chunks, from this run or the newest stored one) |ln(PPL_image / PPL_cpu)| <=
+BOUND_LN; else `wrong-output`, the stored flag of every record of the pair. Results are appended to
+results/<digest12>/canary.jsonl; one that could not run is `unchecked` (no flag: unknown is not wrong). vLLM's
+canary (runtimes/vllm/canary.py) is judged here by the same rules (`judge_parsed`), compared only within its
+`method`; SGLang has none. The whole contract: docs/running.md "Correctness canary"."""
 
 from __future__ import annotations
 

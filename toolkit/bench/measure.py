@@ -1,17 +1,13 @@
-"""`toolkit measure -- COMMAND...`: the bench's observer around any command (a bare-metal llama-bench,
-say), so a host run and a container run of the same build carry the same telemetry and can be compared.
+"""`toolkit measure -- COMMAND...`: the bench's observer around any command (a bare-metal llama-bench, say),
+so a host run and a container run of the same build carry the same telemetry and can be compared.
 
-The command runs as a child process (no shell, no container); its stdout and stderr lines are stamped
-on arrival and handed to the caller as they come. The observer samples the host (the child's process
-tree is "own" CPU) and the GPUs found on this host. llama-bench JSONL rows on stdout (`-o jsonl`, with
-`--progress` for exact windows) each get their test window's telemetry and flags; a row the command
-did not measure (not_measured_here: an older file it printed) gets none, and is named; any other
-command gets one window from its start to its end. The result is written as JSONL: llama-bench's rows
-with two added keys, `toolkit_telemetry` and `toolkit_flags`, which `toolkit import` stores as the record's
-`telemetry` and flags (so the file is importable, and readable by anything that reads llama-bench
-JSONL); a command without rows gives one line {"command", "exit_code", "toolkit_telemetry",
-"toolkit_flags"}.
-"""
+The command runs as a child process (no shell, no container); its stdout and stderr lines are stamped on
+arrival and handed to the caller as they come. llama-bench JSONL rows on stdout (`-o jsonl --progress`) each
+get their test window's telemetry and flags (a row it did not measure, not_measured_here, gets none); any
+other command gets one window from its start to its end. Output: llama-bench's rows with two added keys,
+`toolkit_telemetry` and `toolkit_flags` (importable as the record's `telemetry` and flags); a command without
+rows gives one line {"command", "exit_code", "toolkit_telemetry", "toolkit_flags"}. docs/running.md "Around
+any command"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
-"""Orchestration of `toolkit bench`: decide once (toolkit.bench.decide: the image's devices here, its
-build, the device profile, the model's format and file, the cases its runner will measure) what
-happens to every (image, model) pair, count the plan from those decisions, then carry them out in
-order: each `run` goes to its runner (toolkit.core.registry: llama-bench, vLLM, SGLang) as a RunContext.
+"""Orchestration of `toolkit bench`: decide once (toolkit.bench.decide: the image's devices here, its build,
+the device profile, the model's format and file, the cases its runner will measure) what happens to every
+(image, model) pair, count the plan from those decisions, then carry them out in order: each `run` goes to its
+runner (toolkit.core.registry: llama-bench, vLLM, SGLang) as a RunContext.
 
-Before anything runs: the plan line, results/ writable, one benchmark per engine, model files checked
-by their runner's preflight. Exit paths say what was saved. The module never prints: progress goes to
-the `events` callback, which the CLI renders. Shared runner scaffolding (BenchOptions, Outcome,
-model_sha256, resolve_model...) lives in toolkit.bench.runners.base, the build choice
-(choose_build) in toolkit.bench.build_choice.
-"""
+Before anything runs: the plan line, results/ writable, one benchmark per engine, model files checked by their
+runner's preflight. Exit paths say what was saved. The module never prints: progress goes to the `events`
+callback, which the CLI renders."""
 
 from __future__ import annotations
 

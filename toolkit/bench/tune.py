@@ -1,22 +1,14 @@
 """`toolkit tune`: search the knobs that change one axis of one image x model, within a budget.
 
-Knobs (llama-bench): n_ubatch (micro-batch), n_batch, threads (CPU images), flash attention. The
-workload point is one test: prefill pp L (axis prefill) or decode tg N (axis decode); axis depth is
-pp L at every depth of the model's depth sweep, one micro-batch for them all (toolkit.bench.tune_depth). The search is
-successive halving on repetitions: every candidate setting is measured with `r` repetitions, the
-better half (by median tok/s) goes on with 2r, until one is left or the wall-clock budget is spent;
-a candidate whose best sample is below the leader's worst sample (a clear loser) is dropped at once.
-
-Every trial is an ordinary `toolkit bench` run of that one case alone (no depth sweep of the model's:
-cli.tune's trial runner; records in results/, marked `tune: {session, round}`), so `report` shows
-them (flagged tune-trial; a trial never replaces a bench run of its test: identity.newest_per_test,
-nor counts in the verdict, nor in compare beside a bench run), and the answer is computed from the
-stored records of that test alone (`best_setting`, `tuned_test`), never from in-memory numbers. The answer names the setting,
-its gain over the matrix's own default setting for that case (measured in the same session), and
-the evidence: median, min-max, number of trials. "no effect" is said only where the candidates were
-measured equal within noise (the rule of the report's ub-no-effect flag); where llama.cpp clamps the
-micro-batch (effective ub = min(ub, n_batch, tokens)) the answer says so.
-"""
+Knobs (llama-bench): n_ubatch, n_batch, threads (CPU images), flash attention; the workload point is pp L
+(prefill), tg N (decode) or pp L at every depth of the model's depth sweep (depth: toolkit.bench.tune_depth).
+Successive halving on repetitions: every candidate is measured with `r` repetitions, the better half (median
+tok/s) goes on with 2r until one is left or the budget is spent; a clear loser (best sample below the leader's
+worst) is dropped at once. Every trial is an ordinary bench run of that case alone, marked `tune: {session,
+round}`; the answer (`best_setting`, `tuned_test`) is computed from the stored records of that test alone: the
+setting, its gain over the matrix default measured in the same session, median, min-max, trials; "no effect"
+only where measured equal within noise. How trials show in report and compare: docs/running.md "Tuning the
+knobs"."""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
-"""matrix.yaml `campaign:` --submit--> one Slurm job per (host, image, model) slice, each running
-`toolkit bench` for its slice ON its node; --status--> each job's state, failed records for jobs that
-died without results; --cancel--> scancel; --render-k8s--> Kubernetes Job manifests (not run here).
+"""matrix.yaml `campaign:` --submit--> one Slurm job per (host, image, model) slice, each running `toolkit
+bench` for its slice ON its node; --status--> each job's state, failed records for jobs that died without
+results; --cancel--> scancel; --render-k8s--> Kubernetes Job manifests (not run here).
 
-Facts this follows (measured on Debian's Slurm 22.05, /work/shared/reference/slurm.md):
-- Slurm is driven with plain subprocess: `sbatch --parsable` -> job id; `scontrol show job -o ID` ->
-  JobState, ExitCode (`exit:signal`), NodeList, RunTime, StdOut, Reason. Without slurmdbd, sacct fails and
-  scontrol forgets a job MinJobAge seconds after it ended, so `status` keeps each final state in the
-  campaign file.
-- scancel kills a `docker run` client but not its container: the job's toolkit process traps SIGTERM
-  (toolkit.cli.main.main turns it into KeyboardInterrupt; bench then removes its containers). Jobs are
-  submitted with `--signal=B:TERM@N` so the time limit gives them N seconds to do so, and the job
-  script `exec`s the toolkit so the batch shell IS that process.
-- Slurm sets ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS for `--gres=gpu:TYPE:1`;
-  toolkit.host.info.campaign_facts records them (`host.slurm`) with the host key (`host.key`).
+Slurm is driven with plain subprocess (`sbatch --parsable`, `scontrol show job -o ID`, scancel), as measured
+on Debian's Slurm 22.05 (/work/shared/reference/slurm.md). Without slurmdbd Slurm forgets a job MinJobAge
+seconds after it ended, so `status` keeps each final state in the campaign file. Jobs get `--signal=B:TERM@N`
+and the job script `exec`s the toolkit, so a time limit or scancel stops the bench (which removes its
+containers) rather than only its `docker run` client. Jobs on one engine share a job name and
+`--dependency=singleton`. What a record carries, one writer per file and the rest: docs/campaign.md.
 
 Layout under the shared results folder (one writer per file):
 
@@ -22,11 +17,7 @@ Layout under the shared results folder (one writer per file):
         builds.jsonl, <digest12>/bench.jsonl    the pulled build's record, the job's records
         logs/campaign-<id>-<n>-<jobid>.out      Slurm's output file of the job
         slurm-<jobid>/bench.jsonl               the failed record `status` writes for a job that ended
-                                                without results (written once, by status only)
-
-Jobs on one Docker engine run one at a time by default (like one `toolkit bench`): they share a job
-name and `--dependency=singleton`. Hosts that share an engine say so with `engine:`.
-"""
+                                                without results (written once, by status only)"""
 
 from __future__ import annotations
 

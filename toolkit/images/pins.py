@@ -1,10 +1,5 @@
 """Every pin of a matrix, checked against where it comes from: `toolkit pins`.
 
-    collect_pins(lm, images=(), models=()) -> [Pin]            what the matrix and its rendered Dockerfiles pin
-    check_pins(lm, ..., timeout=10.0) -> [PinResult]           each pin looked up where it lives
-    format_pins(results) -> str / pins_json(results) -> dict   the table / `--json`
-    broken(results) -> bool                                    any pin moved or missing (the CLI exits 10)
-
 A pin is one of
   - a base image: every `FROM` of the rendered images/<name>/Dockerfile (stage names and `scratch`
     left out) and every template variable carrying `@sha256:`. Looked up through the Docker engine's

@@ -1,11 +1,5 @@
 """What a Hugging Face checkpoint directory says about itself: quantization and revision.
 
-    read_quantization(model_dir) -> CheckpointQuant | None        from config.json
-    resolve_quantization(lm, model, model_dir) -> QuantChoice     checkpoint vs `vllm.quantization`
-    local_revision(model_dir) -> str | None                       commit a huggingface_hub download came from
-    check_revision(lm, model, model_dir) -> str | None            the pinned revision, checked against the copy
-    pin_revision_in_matrix(matrix_path, model_name, revision) -> bool
-
 Quantization, as vLLM itself reads it (vllm 0.16.0, vllm/transformers_utils/model_arch_config_convertor.py
 `_normalize_quantization_config` and vllm/config/model.py `_verify_quantization`): config.json's
 `quantization_config` (older compressed-tensors checkpoints: `compression_config`; multi-modal models:

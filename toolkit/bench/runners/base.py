@@ -1,15 +1,8 @@
-"""What every runner shares: the run context, the Runner protocol, options, outcomes, and the
-scaffolding of one benchmark container (model file checks, sha256 pin, container spec, image
-reference, memory limit).
-
-A runner (toolkit/bench/runners/<name>.py, registered by name in toolkit.core.registry) implements the
-Runner protocol below: what it accepts, `plan(ctx)` (pure: the exact commands, also what `--dry-run`
-prints), `cases(ctx)` and `estimate(ctx, cases)` (the plan line), `settings_from_records` (for
-`toolkit reproduce`) and `run(ctx)`, which appends records through `ctx.save` (a failed run is a
-record, not an exception) and returns the summary lines. bench/run.py only orchestrates: pick the
-build, check the backend, ask the runner. Docker is reached only through `ctx.engine` (injectable:
-tests pass a fake engine instead of monkeypatching).
-"""
+"""What every runner shares: the run context, the Runner protocol (below: what a runner implements and how it
+reaches Docker), options, outcomes, and the scaffolding of one benchmark container (model file checks, sha256
+pin, container spec, image reference, memory limit). A runner lives in toolkit/bench/runners/<name>.py,
+registered by name in toolkit.core.registry; bench/run.py only orchestrates: pick the build, check the
+backend, ask the runner."""
 
 from __future__ import annotations
 

@@ -1,28 +1,13 @@
 """The depth sweep of one llama-bench (image, model) pair: the model's `depth:` block in matrix.yaml
-(toolkit/matrix/depth.py) measured by llama-bench processes of its own after the main `bench:` sweep
-(docs/running.md "Depth curves").
-
-Which depths: those whose model + KV cache + reserve fit the memory the tests run in (`fit_depths`):
-on a GPU image the passed GPUs' memory (an iGPU: the host's memory, which it shares); on a CPU image
-the container's memory limit (bench.memory or --memory) when set, else the host's memory (MemTotal).
-Each depth left out is one note line. Where a size is unknown (a dry run's absent model, a GGUF whose
-header gives no KV shape, a GPU of unknown memory) every depth is kept and a note says so.
-
-Which tests: every (depth, test) of `depth_axes` that the main sweep does not measure in the same run.
-A test both would measure (usually pp512 and tg128 at depth 0 with the bench's first micro-batch) has
-one test identity (n_depth 0 is a field of it) and is measured once, by the main sweep: two records of
-one test in one run would make the later supersede the earlier in every table. With --resume, tests
-already measured on this digest + model are left out too. What remains runs as one llama-bench process
-per set of tests (one, unless a depth lost only some of its tests to the main sweep), `bench.runs`
-times like the main sweep.
+(toolkit/matrix/depth.py) measured by llama-bench processes of its own after the main `bench:` sweep. Which
+depths fit (`fit_depths`), which tests are left to the main sweep (one test identity, measured once) or to
+--resume, and the notes said for each: docs/running.md "Depth curves".
 
 What it costs (`estimate`, the plan line): besides the timed repetitions, a test at n_depth > 0 makes
-llama-bench do untimed work - it prefills n_depth tokens before the first repetition (once per run of
-tests at the same depth and settings: the next one restores that state) and restores the cached state
-before each later repetition (llama-bench.cpp's `cstate` at 0c1e57098). Both are counted from this
-host's records: the fill at the prefill rates measured along the depth curve (`fill_seconds`), the
-restores as the test window's time beyond its timed samples (the record's telemetry).
-"""
+llama-bench prefill n_depth tokens before the first repetition (once per run of tests at the same depth and
+settings) and restore the cached state before each later one (llama-bench.cpp's `cstate` at 0c1e57098). Both
+are counted from this host's records: the fill at the prefill rates measured along the depth curve
+(`fill_seconds`), the restores as the test window's time beyond its timed samples."""
 
 from __future__ import annotations
 

@@ -4,11 +4,6 @@ facts are stored with every record of the run (`gpu_probe`, as the llama-bench p
 image (rocm backend) whose runtime does not detect ROCm, or detects no device, fails at once with
 the reason, before any test runs.
 
-    probe_command("vllm") -> ["python3", "-c", <source>]       what runs in the image (also in --dry-run)
-    parse_probe(stdout) -> {facts}                               the one JSON line the source prints
-    verdict("vllm", "rocm", facts) -> str | None                 why the image cannot run (None: it can)
-    run_probe(ctx, run_spec, runtime) -> (reason, facts)          run it through ctx.engine
-
 What the sources read (the pinned releases' own code; tests/test_gpu_probe.py reads it there):
 
 - vLLM 0.16.0 / 0.28.0: `vllm.platforms.current_platform` (vllm/platforms/__init__.py `__getattr__`:

@@ -1,22 +1,14 @@
-"""The SGLang runner (experimental): prefill and decode from `sglang.benchmark.one_batch`, served
-concurrency from `sglang.benchmark.serving` against `sglang.launch_server` in the same container.
+"""The SGLang runner (experimental): prefill and decode from `sglang.benchmark.one_batch`, served concurrency
+from `sglang.benchmark.serving` against `sglang.launch_server` in the same container. The methods, what each
+measures and their sources: toolkit.runtimes.sglang.args (shared/reference/ vllm-and-sglang.md). one_batch
+takes ONE sample per process, so each prefill/decode point runs `bench.repetitions` times; the decode's input
+length is recorded (engine.decode_input_len); a served level short of requests x output tokens is failed (the
+vLLM check, reused). The chunked-prefill size is pinned to the micro-batch (`bench.n_ubatch`, one run per
+value).
 
-Axes (the same as llama-bench's, shared/reference/vllm-and-sglang.md):
-- prefill pp L: one_batch at batch 1, input L, output 1 -> `prefill_throughput`; the tool takes ONE
-  sample per process, so each point is run `bench.repetitions` times (mean, stddev, median, min-max);
-- decode tg N: one_batch at batch 1, input `decode_input_len` (16 tokens unless set), output N+1 ->
-  `median_decode_throughput`; the depth it ran at is recorded (engine.decode_input_len), so it is
-  compared with llama-bench `-d` rows of that depth, not plain tg, when the depth is not tiny;
-- served c C: launch_server, then benchmark.serving per level with exactly in/out tokens; a level whose
-  generated tokens fall short of requests x output length is failed (the vLLM check, reused).
-The chunked-prefill size is pinned to the micro-batch (`bench.n_ubatch`, one run per value) and
-recorded with attention backend, KV dtype and graphs on/off. Argument lists: toolkit.runtimes.sglang.args,
-checked against SGLang 0.5.15's own parsers in tests/test_sglang.py.
-
-No correctness canary (toolkit.bench.canary): SGLang runs on ROCm only here, so neither a canary's
-/generate request (input_ids, return_logprob, logprob_start_len 0) nor its answer could be run or
-captured; its records are never flagged `wrong-output` (docs/running.md, "Correctness canary").
-"""
+No correctness canary (toolkit.bench.canary): SGLang runs on ROCm only here, so neither a canary's /generate
+request nor its answer could be run or captured; its records are never flagged `wrong-output`
+(docs/running.md, "Correctness canary")."""
 
 from __future__ import annotations
 

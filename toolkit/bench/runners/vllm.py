@@ -1,27 +1,13 @@
-"""vLLM on llama-bench's axes (prefill, decode) plus a served concurrency sweep.
+"""vLLM on llama-bench's axes (prefill, decode) plus a served concurrency sweep: the container side of
+toolkit/runtimes/vllm/args.py (argument lists, methods) and output.py (parsers and checks).
 
-    VllmRunner().run(ctx) -> [Outcome]                    the run; Docker only through ctx.engine
-    vllm_commands(lm, spec, model, engine=...) -> [argv]  the exact docker commands, for --dry-run
-
-One method per axis, stored in every record's `method` (README: "vLLM methods"; how each number is
-made: toolkit/runtimes/vllm/args.py, the argument lists, and output.py, the parsers and checks).
-
-Quantization and revision of a Hugging Face checkpoint (toolkit/models/checkpoint.py) are checked before
-any container starts (`checkpoint_preflight`): the method is the checkpoint's own (config.json) unless
-`vllm.quantization` overrides it, a mismatch is BadInput; every record stores the method used
-(engine.quantization, .quantization_source, .checkpoint_quantization; model.quantization) and the
-pinned revision (model.revision), and engine.log_notes.quantization is what vLLM logged it used.
-
-Each `vllm bench latency` runs in its own container (the model directory read-only at /models, a
-results directory read-write at /out). Start-up (load + compile + warm-up) is wall time minus the
-measured latencies and is stored as timing.startup_s (the measured part as tests_s, the names of
-base.Runner); for serving it is the time to a healthy /health. The serving container has no network (`--network none`): the server listens on the
-container's own loopback and the client runs inside it with `docker exec`, so the client reads the
-tokenizer from the same /models mount, no host port is published and parallel runs never collide.
-
-Before the sweep, toolkit.bench.canary calls `run_canary`: the correctness canary in the sweep's own
-container setup (script and parser: toolkit/runtimes/vllm/canary.py; docs/running.md "Correctness canary").
-"""
+`checkpoint_preflight` checks the Hugging Face checkpoint's quantization (config.json, unless
+`vllm.quantization` overrides it: a mismatch is BadInput) and revision before any container starts; every
+record stores the method and revision used. Each `vllm bench latency` runs in its own container (the model
+read-only at /models, results at /out); start-up is wall time minus the measured latencies (timing.startup_s),
+for serving the time to a healthy /health. The serving container has no network: the client runs inside it
+with `docker exec`, so no host port is published. `run_canary`: the correctness canary in the sweep's own
+container setup (docs/running.md "Correctness canary")."""
 
 from __future__ import annotations
 
@@ -519,64 +505,6 @@ def model_ref(
     return ModelRef(name=model.name, path=str(path), sha256=digest, size_bytes=size, **extra)
 
 
-def _run(ctx: RunContext) -> list[Outcome]:
-    """Latency runs (prefill + decode records), then the served sweep, for one (image, model), every
-    Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
-    returns one summary line per phase."""
-    lm, spec, build, model, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.opts
-    engine = ctx.engine
-    path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
-    if path is None:
-        return [Outcome(spec.name, model.name, "skipped", reason)]
-    out_dir = ctx.out_dir("vllm")
-    if opts.dry_run:
-        return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
-    checkpoint = checkpoint_preflight(lm, model, path)
-    ref = model_ref(lm, model, path, checkpoint)
-    make_folders(out_dir, chmod=0o777)  # the images run as an unprivileged user (uid 10001); no link followed
-    vctx = _Ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
-    cold = not engine.volume_exists(vctx.cache_volume)
-    engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
-    # the GPU-path probe: vLLM's own platform detection in this image, with the run's devices and -e
-    why, probe = platform_probe.run_probe(ctx, _spec(vctx, [], _name(vctx, "probe")), "vllm")
-    if why:
-        return [Outcome(spec.name, model.name, "failed", why)]
-    v = lm.m.settings("vllm")
-    timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
-    base = dict(
-        run_id=opts.run_id,
-        created=utc_now(),
-        runner="vllm",
-        image=image_ref(build, spec),
-        model=ref,
-        host=ctx.host,
-        backends=backends.llama_name(spec.backend),
-        build_commit=build.source_commit,
-        # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
-        environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
-        gpu_probe=probe,
-        **stale_marks(build),
-    )
-    vctx.pinned = {
-        **va.pinned_engine(v),
-        **checkpoint.quant.as_record(),
-        "revision": checkpoint.revision,
-        "vllm_version": build.labels.get("org.toolkit.vllm-version"),
-    }
-    vctx.cold = cold
-    outcomes: list[Outcome] = []
-    observer = run_observer(ctx)
-    observer.start()
-    try:
-        outcomes = _phases(ctx, vctx, base, timeout, observer)
-    finally:
-        facts = observer.finish()
-    fault = kernel_fault(facts)
-    if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
-        ctx.save(BenchRecord(**base, test="run", axis="served", status="failed", error=fault))
-    return outcomes
-
-
 def _phases(
     ctx: RunContext, vctx: _Ctx, base: dict[str, Any], timeout: float, observer: RunObserver
 ) -> list[Outcome]:
@@ -650,44 +578,6 @@ def _canary_spec(ctx: RunContext, path: Path) -> tuple[_Ctx, RunSpec]:
     return vctx, rs
 
 
-def run_canary(ctx: RunContext, controls: dict[str, canary.CanaryResult]) -> canary.CanaryResult | None:
-    """The vLLM canary of `ctx`'s pair, judged by toolkit.bench.canary's rules (judge_parsed) against
-    the CPU control: a vLLM cpu image's canary on the same checkpoint (tree sha256), this run's in
-    `controls` or else the newest stored. None when the model is absent. Its output is kept in
-    logs/<run>-<model>-canary.log; no result (a crash, a timeout) is `unchecked`."""
-    path, _ = resolve_model(ctx.lm, ctx.model)
-    if path is None:
-        return None
-    vctx, rs = _canary_spec(ctx, path)
-    res = canary.CanaryResult(
-        image=ctx.spec.name,
-        model=ctx.model.name,
-        digest=ctx.build.digest,
-        backend=ctx.spec.backend,
-        model_sha256=model_ref(ctx.lm, ctx.model, path).sha256,
-        status="unchecked",
-        text_sha256=ppl_text.text_sha256(),
-        command=ctx.engine.run_command(rs),
-        run_id=ctx.opts.run_id,
-        created=utc_now(),
-        method=vc.METHOD,
-    )
-    make_folders(vctx.out_dir, chmod=0o777)  # as the sweep's: the images run as an unprivileged user
-    ctx.engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": ctx.build.digest})
-    out = ctx.engine.run_container(rs, timeout=canary.TIMEOUT_S)
-    res.seconds = round(out.seconds, 3)
-    log = ctx.store.log_path(ctx.build.digest, f"{ctx.opts.run_id}-{ctx.model.name}-canary.log")
-    write_log(log, log_text(res.command, out) + "\n", ctx.store.root)
-    try:  # the result line is printed before vLLM shuts down: it counts whatever the exit code
-        p = vc.parse_canary(out.stdout, out.stderr, n_ctx=res.n_ctx)
-    except vc.CanaryOutputError as err:
-        res.reason = f"{va.outcome_error(out, canary.TIMEOUT_S, 'the canary') or err} (log: {log})"
-        return res
-    control = canary.judge_parsed(res, p.ppl, p.ppl_error, p.no_spread, ctx.store, controls)
-    res.details = {**vc.details(p, control.details if control else None), "log_file": str(log)}
-    return res
-
-
 def _summary(
     spec: ImageSpec, model: ModelSpec, recs: list[BenchRecord], phase: str, timing: dict[str, float]
 ) -> Outcome:
@@ -746,15 +636,102 @@ class VllmRunner:
         return va.settings_from_records(records, base)
 
     def canary_command(self, ctx: RunContext, path: Path) -> list[str]:
-        """The canary's exact `docker run` (module `run_canary`), for --dry-run."""
+        """The canary's exact `docker run` (`run_canary`), for --dry-run."""
         return ctx.engine.run_command(_canary_spec(ctx, path)[1])
 
     def run_canary(
         self, ctx: RunContext, controls: dict[str, canary.CanaryResult]
     ) -> canary.CanaryResult | None:
-        """The correctness canary before the sweep (module `run_canary`; toolkit.bench.canary calls it)."""
-        return run_canary(ctx, controls)
+        """The vLLM canary of `ctx`'s pair, judged by toolkit.bench.canary's rules (judge_parsed) against
+        the CPU control: a vLLM cpu image's canary on the same checkpoint (tree sha256), this run's in
+        `controls` or else the newest stored. None when the model is absent. Its output is kept in
+        logs/<run>-<model>-canary.log; no result (a crash, a timeout) is `unchecked`."""
+        path, _ = resolve_model(ctx.lm, ctx.model)
+        if path is None:
+            return None
+        vctx, rs = _canary_spec(ctx, path)
+        res = canary.CanaryResult(
+            image=ctx.spec.name,
+            model=ctx.model.name,
+            digest=ctx.build.digest,
+            backend=ctx.spec.backend,
+            model_sha256=model_ref(ctx.lm, ctx.model, path).sha256,
+            status="unchecked",
+            text_sha256=ppl_text.text_sha256(),
+            command=ctx.engine.run_command(rs),
+            run_id=ctx.opts.run_id,
+            created=utc_now(),
+            method=vc.METHOD,
+        )
+        make_folders(vctx.out_dir, chmod=0o777)  # as the sweep's: the images run as an unprivileged user
+        ctx.engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": ctx.build.digest})
+        out = ctx.engine.run_container(rs, timeout=canary.TIMEOUT_S)
+        res.seconds = round(out.seconds, 3)
+        log = ctx.store.log_path(ctx.build.digest, f"{ctx.opts.run_id}-{ctx.model.name}-canary.log")
+        write_log(log, log_text(res.command, out) + "\n", ctx.store.root)
+        try:  # the result line is printed before vLLM shuts down: it counts whatever the exit code
+            p = vc.parse_canary(out.stdout, out.stderr, n_ctx=res.n_ctx)
+        except vc.CanaryOutputError as err:
+            res.reason = f"{va.outcome_error(out, canary.TIMEOUT_S, 'the canary') or err} (log: {log})"
+            return res
+        control = canary.judge_parsed(res, p.ppl, p.ppl_error, p.no_spread, ctx.store, controls)
+        res.details = {**vc.details(p, control.details if control else None), "log_file": str(log)}
+        return res
 
     def run(self, ctx: RunContext) -> list[Outcome]:
-        """Latency runs, then the served sweep (module `_run`); Docker only through ctx.engine."""
-        return _run(ctx)
+        """Latency runs (prefill + decode records), then the served sweep, for one (image, model), every
+        Docker call through ctx.engine. Saves every record (failed ones included) through ctx.save and
+        returns one summary line per phase."""
+        lm, spec, build, model, opts = ctx.lm, ctx.spec, ctx.build, ctx.model, ctx.opts
+        engine = ctx.engine
+        path, reason = resolve_model(lm, model, dry_run=opts.dry_run)
+        if path is None:
+            return [Outcome(spec.name, model.name, "skipped", reason)]
+        out_dir = ctx.out_dir("vllm")
+        if opts.dry_run:
+            return [Outcome(spec.name, model.name, "dry-run", command=c) for c in _commands(ctx)]
+        checkpoint = checkpoint_preflight(lm, model, path)
+        ref = model_ref(lm, model, path, checkpoint)
+        # the images run as an unprivileged user (uid 10001); no link followed
+        make_folders(out_dir, chmod=0o777)
+        vctx = _Ctx(lm, spec, build, model, path, ctx.profile, opts.run_id, out_dir, engine)
+        cold = not engine.volume_exists(vctx.cache_volume)
+        engine.ensure_volume(vctx.cache_volume, {"org.toolkit.digest": build.digest})
+        # the GPU-path probe: vLLM's own platform detection in this image, with the run's devices and -e
+        why, probe = platform_probe.run_probe(ctx, _spec(vctx, [], _name(vctx, "probe")), "vllm")
+        if why:
+            return [Outcome(spec.name, model.name, "failed", why)]
+        v = lm.m.settings("vllm")
+        timeout = opts.timeout_s or (v.ready_timeout_s + lm.m.bench.timeout_s)
+        base = dict(
+            run_id=opts.run_id,
+            created=utc_now(),
+            runner="vllm",
+            image=image_ref(build, spec),
+            model=ref,
+            host=ctx.host,
+            backends=backends.llama_name(spec.backend),
+            build_commit=build.source_commit,
+            # every container of the run gets the same -e (_spec): the image's ENV overlaid with them
+            environment=effective_environment(engine, build.digest, _spec(vctx, [], "env").environment),
+            gpu_probe=probe,
+            **stale_marks(build),
+        )
+        vctx.pinned = {
+            **va.pinned_engine(v),
+            **checkpoint.quant.as_record(),
+            "revision": checkpoint.revision,
+            "vllm_version": build.labels.get("org.toolkit.vllm-version"),
+        }
+        vctx.cold = cold
+        outcomes: list[Outcome] = []
+        observer = run_observer(ctx)
+        observer.start()
+        try:
+            outcomes = _phases(ctx, vctx, base, timeout, observer)
+        finally:
+            facts = observer.finish()
+        fault = kernel_fault(facts)
+        if fault:  # a GPU fault in the kernel log during the run: one failed record quoting it
+            ctx.save(BenchRecord(**base, test="run", axis="served", status="failed", error=fault))
+        return outcomes
