@@ -615,18 +615,23 @@ def test_a_model_changed_after_the_main_sweep_stops_the_pair_before_the_depth_sw
 def test_resume_with_only_the_depth_sweep_left_names_the_main_sweep(tmp_path):
     """--resume where the main sweep is measured and the depth sweep is not: the main sweep's line said
     `nothing to measure: all 2 cases of the matrix already measured` after the depth sweep's tests had
-    started, beside a plan counting 4 (helper nc43's newcomer pass). It names the main sweep now.
-    llama-bench answered by DepthEngine (a fake, as in this module's other depth tests)."""
+    started, beside a plan counting 4 (helper nc43's newcomer pass). It names the main sweep now, and so
+    does `--resume --dry-run`, which still said `of the matrix` (nc50, after a Ctrl-C whose missing cases
+    an earlier run had measured). llama-bench answered by DepthEngine (a fake, as in this module's other
+    depth tests)."""
     ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
     runner = LlamaBenchRunner()
     assert [(o.status, o.records) for o in runner.run(ctx)] == [("ok", 2), ("ok", 2)]
     bench = ctx.store.digest_dir(ctx.build.digest) / "bench.jsonl"
     lines = bench.read_text().splitlines(keepends=True)
     bench.write_text("".join(line for line in lines if '"n_depth":512' not in line))  # the depth sweep's gone
+    said = "nothing to measure: all 2 cases of the main sweep already measured for this digest + model"
+    dry = replace(ctx, opts=replace(ctx.opts, resume=True, dry_run=True, run_id=ctx.opts.run_id + "-d"))
+    dry = replace(dry, cases=runner.cases(dry))  # as `toolkit bench` decides them for the plan line
+    assert [c.get("sweep") for c in dry.cases] == ["depth", "depth"], dry.cases
+    outs = runner.run(dry)
+    assert [(o.status, o.reason) for o in outs][0] == ("resumed", said) and outs[1].status == "dry-run", outs
     again = replace(ctx, opts=replace(ctx.opts, resume=True, run_id=ctx.opts.run_id + "-2"))
     outs = runner.run(again)
     assert [(o.status, o.records) for o in outs] == [("resumed", 0), ("ok", 2)], outs
-    assert (
-        outs[0].reason
-        == "nothing to measure: all 2 cases of the main sweep already measured for this digest + model"
-    )
+    assert outs[0].reason == said

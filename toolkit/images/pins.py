@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -345,15 +346,20 @@ class DockerLookup:
 
     def __init__(self, timeout: float):
         self.timeout = timeout
-        self._client = None
+        self._client: Any = None
 
-    def connect(self):
+    def connect(self, ref: str):
+        """The engine's client; Unchecked on Podman, naming the command that checks `ref` by hand as skopeo
+        takes it (a tag or a digest, never both) and skopeo's install where absent (as on a fresh host)."""
         from toolkit.engine import api as engine
 
         if engine.is_podman():  # its compat API answers 404 to every distribution inspect, asking no registry
+            name, tag, digest, _ = split_image_ref(ref)
+            one = f"{name}@{digest}" if digest else f"{name}:{tag or 'latest'}"
+            get = "" if shutil.which("skopeo") else "`sudo apt-get install -y skopeo`, then "
             raise Unchecked(
                 "Podman has no registry lookup (Docker's distribution inspect); check image pins where "
-                "Docker runs, or one by one with `skopeo inspect docker://REF`"
+                f"Docker runs, or one by one: {get}`skopeo inspect docker://{one}`"
             )
         if self._client is None:
             try:
@@ -367,7 +373,7 @@ class DockerLookup:
         from toolkit.engine import api as engine
 
         try:
-            return engine.registry_manifest_digest(self.connect(), ref)
+            return engine.registry_manifest_digest(self.connect(ref), ref)
         except engine.RegistryLookupError as err:
             if err.kind == "not-found":
                 raise Gone(f"{ref}: {_first_line(err.message)}") from None
@@ -413,7 +419,7 @@ def check_image(pin: Pin, docker: DockerLookup, hosts: Hosts) -> PinResult:
     from toolkit.engine import api as engine
 
     name, tag, digest, host = split_image_ref(ref)
-    hosts.call(engine.engine_label(), docker.connect)  # "Docker engine", "Podman (rootless)", ...
+    hosts.call(engine.engine_label(), lambda: docker.connect(ref))  # "Docker engine", "Podman (rootless)"
     if digest is None:
         now = hosts.call(host, lambda: docker.digest(f"{name}:{tag or 'latest'}"), ref)
         return PinResult(

@@ -220,7 +220,7 @@ def _processes(
         sweep = f"sweep, resumed: {len(todo)} of {n} cases were missing"  # what --resume runs (_resumed)
         subs = [bench_one(ctx, pair, axes=a, env=env) for a in resume_axes(ctx.lm.m.bench, todo)]
         return [dataclasses.replace(o, reason=sweep) for o in subs] or [
-            _all_measured(ctx, n, " of the matrix")
+            _all_measured(ctx, n, main_sweep=True)
         ]
     for i in range(runs):  # process-level repetitions: decode speed can be fixed at process start
         opts = dataclasses.replace(ctx.opts, process_run={"index": i + 1, "of": runs})
@@ -346,12 +346,7 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     )
     n_all = len(lm.m.bench.cases())
     if not todo:
-        several = len(lm.m.bench.env_combinations()) > 1
-        # the main sweep's alone, while the depth sweep still measures: said so, not `of the matrix`
-        # (a newcomer read `all 8 cases of the matrix already measured` beside a plan of 10, after 2 started)
-        return _all_measured(
-            ctx, n_all, " of the main sweep" + (" with this env combination" if several else "")
-        )
+        return _all_measured(ctx, n_all, main_sweep=True)
     if len(todo) == n_all:
         return None
     parts = [bench_one(ctx, pair, axes=sub, env=env) for sub in resume_axes(lm.m.bench, todo)]
@@ -367,10 +362,14 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
     )
 
 
-def _all_measured(ctx: RunContext, n: int, what: str = "") -> Outcome:
-    """The `resumed` line of `n` cases (`what`: which ones; default every case of the pair, as the plan
-    counts them: the matrix's per env combination and the depth sweep's) with nothing left to measure
-    on this digest + model."""
+def _all_measured(ctx: RunContext, n: int, main_sweep: bool = False) -> Outcome:
+    """The `resumed` line of `n` cases with nothing left to measure on this digest + model: every case of
+    the pair as the plan counts them (the matrix's per env combination and the depth sweep's), or with
+    `main_sweep` the main sweep's alone (of one env combination where there are several), said so in a
+    run and in a dry run alike, never `of the matrix` while the depth sweep still measures (newcomers
+    nc43, nc50 read `all 6 cases of the matrix already measured` beside a plan of 8)."""
+    several = main_sweep and len(ctx.lm.m.bench.env_combinations()) > 1
+    what = (" of the main sweep" if main_sweep else "") + (" with this env combination" if several else "")
     return Outcome(
         ctx.spec.name,
         ctx.model.name,
