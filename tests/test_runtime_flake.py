@@ -92,3 +92,36 @@ def test_a_detached_start_after_a_flake_removes_the_first_container(monkeypatch)
         assert ctr.status == "running"
     finally:
         containers.remove_container(ctr)
+
+
+def test_a_run_that_started_is_never_run_again_whatever_its_callbacks_raise():
+    """brk50 F1: the retry took any error of the whole run whose text held runc's words as a start that
+    did not happen: a callback that raised quoting a printed line ("read init-p" in the output) ran the
+    container START_TRIES times, each printing (and a bench's sink storing) its rows again."""
+    engine_or_skip()
+    started: list[int] = []
+
+    def refuse(line: str) -> None:
+        raise RuntimeError(f"refused line: {line}")
+
+    spec = containers.RunSpec(
+        image="debian:trixie-slim", command=["echo", "read init-p: connection reset by peer"], network="none"
+    )
+    with pytest.raises(RuntimeError, match="refused line: read init-p"):
+        containers.run_container(spec, timeout=60, on_stdout=refuse, on_start=started.append)
+    assert len(started) == 1
+
+
+def test_a_detached_start_that_failed_leaves_no_container(monkeypatch):
+    """brk50 F2: start_container removed the container of a failed start only where the failure was a
+    runtime flake: any other (a command not in the image) left it behind, created and never started."""
+    engine_or_skip()
+    made: list = []
+    real = containers.create_container
+    monkeypatch.setattr(containers, "create_container", lambda spec: made.append(real(spec)) or made[-1])
+    spec = containers.RunSpec(
+        image="debian:trixie-slim", command=["nosuch-brk50"], entrypoint=[], network="none"
+    )
+    with pytest.raises(docker.errors.APIError, match="nosuch-brk50"):
+        containers.start_container(spec)
+    assert len(made) == 1 and not _exists(made[0])

@@ -185,15 +185,14 @@ def raised_by_docker(err: BaseException) -> bool:
 
 def start_container(spec: RunSpec):
     """Start `spec` detached through the SDK (labelled so orphans can be found and removed). A start
-    that failed with a runtime flake removes that container and makes a new one (_retrying)."""
+    that failed removes its container; one failed by a runtime flake is made again (_retrying)."""
 
     def once():
         container = create_container(spec)
         try:
-            container.start()
-        except Exception as err:
-            if is_runtime_flake(err):
-                remove_container(container)
+            _start(container)
+        except Exception:
+            remove_container(container)
             raise
         return container
 
@@ -446,22 +445,36 @@ START_TRIES = 3
 """How many times in all a container whose start failed with a runtime flake is created and started."""
 
 
-def is_runtime_flake(err: BaseException) -> bool:
-    """True when `err` (the engine's error, docker.errors.APIError) is the OCI runtime failing to
-    start the container's first process for a reason that is not the image's (RUNTIME_FLAKES)."""
-    return any(text in str(err) for text in RUNTIME_FLAKES)
+class _StartFlake(Exception):
+    """`container.start()` failed with the engine's error `err` for the OCI runtime's own reason
+    (RUNTIME_FLAKES): nothing ran. Raised only by _start, so no error of a run that started (a callback's
+    quoting the output, the engine's) is taken for one."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def _start(container) -> None:
+    """`container.start()`; a failure whose text is a runtime flake (RUNTIME_FLAKES) raised as _StartFlake."""
+    try:
+        container.start()
+    except Exception as err:
+        if any(text in str(err) for text in RUNTIME_FLAKES):
+            raise _StartFlake(err) from err
+        raise
 
 
 def _retrying(start: Callable[[], T]) -> T:
-    """`start()`, called again a second later when it raised a runtime flake, START_TRIES times in
-    all; the last error is raised."""
+    """`start()`, called again a second later when its container's start was a runtime flake (_StartFlake),
+    START_TRIES times in all; the engine's last error is raised."""
     attempt = 1
     while True:
         try:
             return start()
-        except Exception as err:
-            if attempt >= START_TRIES or not is_runtime_flake(err):
-                raise
+        except _StartFlake as flake:
+            if attempt >= START_TRIES:
+                raise flake.err from None
         attempt += 1
         time.sleep(1.0)
 
@@ -483,7 +496,7 @@ def run_container(
     removes the container, then raises `Interrupted` (a KeyboardInterrupt) carrying the output so
     far. The engine going away raises `EngineLost` (EngineUnavailable, exit 5) carrying the output
     so far. An exception raised by a callback stops the run and propagates. A start that failed with
-    a runtime flake (is_runtime_flake: nothing ran) is made again with a new container (_retrying).
+    a runtime flake (_StartFlake: nothing ran) is made again with a new container (_retrying).
     """
     return _retrying(lambda: _run_once(spec, timeout, on_stderr, on_stdout, on_start))
 
@@ -512,7 +525,7 @@ def _run_once(spec, timeout, on_stderr, on_stdout, on_start) -> RunOutcome:
         stream = client().api.attach(
             container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
         )
-        container.start()
+        _start(container)
         if on_start is not None:
             _report_pid(container, on_start)
         run.pump(stream)

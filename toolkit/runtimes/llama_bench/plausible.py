@@ -19,7 +19,7 @@ from typing import Any
 from toolkit.core import backends
 from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
 from toolkit.core.text import counted
-from toolkit.runtimes.llama_bench.check import backends_of, forward_passes, quantity
+from toolkit.runtimes.llama_bench.check import as_int, backends_of, forward_passes, quantity
 from toolkit.runtimes.llama_bench.settings_check import gpu_devices
 
 MIN_BYTES_PER_PARAM = 0.18
@@ -66,7 +66,7 @@ RDNA4's INT4 4x), by memory clocked above its board's figure (+15 %). A cache an
 
 HOST_BYTES_S = 1e13
 """The most bytes a second a host's CPUs read from memory, 10 TB/s: what a CPU-only row (backends CPU,
-BLAS, AMX, ...: no GPU device; or `-dev none`) is held to. The largest CPU systems: 16 sockets of Xeon
+BLAS, AMX, ...: no GPU device; or `-dev none`, `-ngl 0`) is held to. The largest CPU systems: 16 sockets of Xeon
 Sapphire Rapids (HPE Compute Scale-up Server 3200) x 8 channels of DDR5-4800 = 4.9 TB/s; 8 sockets of
 Xeon 6 x 12 channels of MRDIMM-8800 (70.4 GB/s each) = 6.8 TB/s at most (servethehome.com, Xeon 6900P);
 2 sockets of EPYC 9005 x 12 of DDR5-6400 = 1.2 TB/s; a 4-socket MI300A's CPU side reaches its 4 x 5.3
@@ -167,44 +167,54 @@ def least_share(fields: dict[str, Any]) -> float:
 
 def _machine(fields: dict[str, Any]) -> tuple[bool, int | None, tuple[float, float, str] | None]:
     """(ran on the host's CPUs alone, its GPU devices: settings_check.gpu_devices, _named_peaks) of row
-    `fields`, from the fields they read (cached: a file's rows name one machine; a text over 1 KiB is not
-    kept, so that no hostile file holds 256 of 1 MB each)."""
+    `fields`, from the fields they read (cached: a file's rows name one machine; of texts over 1 KiB only the
+    last is kept: a file repeating one long text reads it once, and no hostile file holds 256 of 1 MB each)."""
     info, raw = fields.get("gpu_info"), fields.get("backends")
     texts = (
         (len(info) if isinstance(info, str) else 0)
         + len(str(raw or ""))
         + len(str(fields.get("devices") or ""))
     )
-    return (_machine_of if texts <= 1024 else _machine_of.__wrapped__)(
+    return (_machine_of if texts <= 1024 else _machine_long)(
         info if isinstance(info, str) else None,
         str(fields.get("devices") or ""),
         str(raw or ""),
         backends_of(fields),
         _before_registry(fields),
+        as_int(fields.get("n_gpu_layers")) == 0,
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _machine_of(
-    info: str | None, devices: str, raw: str, names: str, old: bool
+    info: str | None, devices: str, raw: str, names: str, old: bool, no_layers: bool
 ) -> tuple[bool, int | None, tuple[float, float, str] | None]:
     """_machine of a row of gpu_info `info`, `devices`, backends `raw` (derived: `names`), of a
-    llama-bench before the backend registry or not (`old`: then a CANN build printed `CPU`). On the host:
-    `-dev none`, or backends naming only host backends (backends.CPU_SIDE_NAMES) and no GPU device."""
+    llama-bench before the backend registry or not (`old`: then a CANN build printed `CPU`). On the host
+    (as the report's roofline reads it: analysis/roofline): `-dev none`, `-ngl 0` (`no_layers`), or
+    backends naming only host backends (backends.CPU_SIDE_NAMES) and no GPU device."""
     n = gpu_devices({"gpu_info": info, "devices": devices, "backends": raw})
     cpu = not n and backends.from_llama_names(names) == "cpu" and not old
-    return devices.strip().lower() == "none" or cpu, n, _named_peaks(info or "")
+    return no_layers or devices.strip().lower() == "none" or cpu, n, _named_peaks(info or "")
+
+
+_machine_long = functools.lru_cache(maxsize=1)(_machine_of.__wrapped__)
 
 
 def _named_peaks(gpu_info: str) -> tuple[float, float, str] | None:
     """(bytes/s, FLOP/s, product) of one GPU device of a row's `gpu_info` at its peak (core/gpuspecs:
     memory bandwidth, dense FP16 matrix rate): the fastest product it names, None where it names none, or
-    one without figures (a product not in the table, a generic name: no yardstick)."""
-    specs = [spec_by_name(d) for d in split_gpu_info(gpu_info)]
-    if not specs or not all(specs):
+    one without figures (a product not in the table, a generic name: no yardstick). Each name is looked up
+    once, none after the first without figures (a hostile gpu_info of 80,000 names is one lookup)."""
+    specs = []
+    for name in set(split_gpu_info(gpu_info)):
+        if not (spec := spec_by_name(name)):
+            return None
+        specs.append(spec)
+    if not specs:
         return None
-    top = max((s for s in specs if s), key=lambda s: (s.mem_bw, s.flops))
-    return top.mem_bw, max(s.flops for s in specs if s), top.product
+    top = max(specs, key=lambda s: (s.mem_bw, s.flops))
+    return top.mem_bw, max(s.flops for s in specs), top.product
 
 
 def held_by(fields: dict[str, Any], slack: float = CARD_SLACK) -> tuple[float, float, str]:
@@ -213,7 +223,14 @@ def held_by(fields: dict[str, Any], slack: float = CARD_SLACK) -> tuple[float, f
     devices (settings_check.gpu_devices), N x `slack` x their product's peak (_named_peaks), at most
     DEVICE_BYTES_S and DEVICE_FLOP_S a device (those for a product without figures) and MAX_BYTES_S,
     MAX_FLOP_S in all; MAX_BYTES_S and MAX_FLOP_S (any machine) where they name none (an md table, RPC)."""
-    host, n, card = _machine(fields)
+    return _held(_machine(fields), slack)
+
+
+def _held(
+    machine: tuple[bool, int | None, tuple[float, float, str] | None], slack: float
+) -> tuple[float, float, str]:
+    """held_by of a row whose _machine is `machine`."""
+    host, n, card = machine
     if host:
         return HOST_BYTES_S, HOST_FLOP_S, "the largest host (the row names no GPU device)"
     if not n:
@@ -257,10 +274,10 @@ def beyond_peak(fields: dict[str, Any], rate: float | None) -> str | None:
     (held_by at 1 x _named_peaks: the ceiling the report's roofline flags bw-above-peak or
     compute-above-peak), None where it is not or they have no figures: a row the validity pass kept
     (within CARD_SLACK of it), which the import names."""
-    host, n, card = _machine(fields)
-    if host or not n or card is None:
+    machine = _machine(fields)
+    if machine[0] or not machine[1] or machine[2] is None:
         return None
-    return _beyond(fields, rate, held_by(fields, 1.0))
+    return _beyond(fields, rate, _held(machine, 1.0))
 
 
 def _beyond(fields: dict[str, Any], rate: float | None, held: tuple[float, float, str]) -> str | None:
