@@ -381,7 +381,10 @@ def test_bench_memory_out_of_dockers_range_is_bad_input(project):
     )
     p = toolkit("render", "--matrix", str(matrix))
     assert p.returncode == 4, _out(p)
-    assert f"{matrix}: bench.memory: memory '99999999999999999999999' is out of range" in p.stderr
+    assert (
+        f"{matrix}: line 34, column 11: bench.memory: memory '99999999999999999999999' is out of range"
+        in p.stderr
+    )
 
 
 def test_memory_at_the_edges_of_dockers_range_is_taken():

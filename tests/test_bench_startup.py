@@ -134,7 +134,8 @@ def test_a_runner_block_that_is_not_a_mapping_is_refused_even_when_empty_or_fals
     path = _without_runner_blocks(tmp_path)
     path.write_text(path.read_text() + f"vllm: {block}\n")
     with pytest.raises(
-        BadInput, match=r"matrix.yaml: vllm: .* -> write `vllm:` as a mapping of its settings"
+        BadInput,
+        match=r"matrix.yaml: line \d+, column \d+: vllm: .* -> write `vllm:` as a mapping of its settings",
     ):
         load_matrix(path)
 

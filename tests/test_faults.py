@@ -185,7 +185,7 @@ def test_bad_input_exit_4_before_the_engine(project, matrix_data, path, value, e
     p = write_matrix(project, _mutate(matrix_data, path, value))
     res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
     assert res.returncode == 4, _out(res)
-    assert str(p.resolve()) in res.stderr
+    assert f"  {p.name}: " in res.stderr or f"error: {p.name}: " in res.stderr, _out(res)  # as given
     for e in expect:
         assert e in res.stderr, _out(res)
     assert "building" not in res.stderr and not (project / "results").exists()
@@ -271,7 +271,8 @@ def test_injection_description_must_be_one_line(project, matrix_data, value):
     p = write_matrix(project, _mutate(matrix_data, ["images", 0, "description"], value))
     res = tk(project, "build", "--image", "cpu", env={"DOCKER_HOST": GONE})
     assert res.returncode == 4, _out(res)
-    assert f"{p.resolve()}: images[0].description" in res.stderr and "write it on one line" in res.stderr
+    assert re.search(rf"{p.name}: line \d+, column \d+: images\[0\]\.description", res.stderr), _out(res)
+    assert "write it on one line" in res.stderr
 
 
 def test_injection_via_cli_exit_4(project, matrix_data):

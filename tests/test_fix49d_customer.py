@@ -21,80 +21,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.exported import (
+    ENGINE,
+    NEW,
+    ORIGIN,
+    RUN,
+    build_record,
+    exported_folder,
+    labelled_records,
+    pasted_commands,
+)
 from tests.support.runs import bench_records, tk
-
-RUN = "20261128T195135Z-e6f7c7"  # the published run
-NEW = "20261128T195305Z-4ad4d9"  # the run `toolkit reproduce` measured in its folder
-LABELS = {
-    "org.toolkit.template-hash": "4fae2c6a9b368d9dcb61430a75ce959333e1e762bdebdb22c08ac76d0a9c1821",
-    "org.toolkit.base-image": "debian:trixie-slim",
-}
-ORIGIN = "pypi:llama-cpp-python==0.3.36"
-ENGINE = "7B4N:SQPD:ZZZZ:YYYY:XXXX:WWWW:VVVV:UUUU:TTTT:SSSS:RRRR:QQQQ"
-
-
-def _build(digest: str, engine: str = ENGINE, origin: str | None = ORIGIN):
-    from toolkit.results.records import BuildRecord
-
-    return BuildRecord(
-        image="cpu",
-        ref="toolkit/cpu:latest",
-        digest=digest,
-        backend="cpu",
-        template="llama-cpu.Dockerfile.j2",
-        template_hash=LABELS["org.toolkit.template-hash"],
-        labels=LABELS,
-        created="2026-11-28T19:00:00+00:00",
-        engine=engine,
-        source_origin=origin,
-    )
-
-
-def _records(run: str, **kw):
-    """The CPU smoke run's records as bench writes them now: the image's build labels and source origin."""
-    out = []
-    for r in bench_records(run, **kw):
-        image = r.image.model_copy(update={"labels": LABELS})
-        image.__pydantic_extra__["source_origin"] = ORIGIN
-        out.append(r.model_copy(update={"image": image}))
-    return out
-
-
-def _export(tmp_path: Path, matrix_data: dict, *, reproduced: bool = True) -> Path:
-    """A project measuring RUN (with its build), exported to tmp/got/r1 with its matrix, and, where
-    `reproduced`, the run NEW stored where `toolkit reproduce .` stores it (reproduce/results)."""
-    from tests.support.project import cpu_project
-    from toolkit.matrix.api import load_matrix
-    from toolkit.publish import run_folder
-    from toolkit.results.records import ResultStore
-
-    matrix = cpu_project(tmp_path / "project", matrix_data)
-    store = ResultStore(matrix.parent / "results")
-    recs = _records(RUN)
-    store.add_build(_build(recs[0].image.digest))
-    for r in recs:
-        store.add_result(r)
-    out = tmp_path / "got" / "r1"
-    out.parent.mkdir()
-    run_folder.export_run(store, RUN, out, load_matrix(matrix))
-    if reproduced:
-        again = ResultStore(out / "reproduce" / "results")
-        for r in _records(NEW, scale=1.01):
-            again.add_result(r)
-    return out
-
-
-def _pasted(stderr: str) -> list[list[str]]:
-    """Each `toolkit ...` command a message gives in backticks to run, as words (the shell's reading);
-    not the name `toolkit export-run` alone (the message's "a run `toolkit export-run` wrote")."""
-    return [w[1:] for c in re.findall(r"`(toolkit [^`]+)`", stderr) if len(w := shlex.split(c)) > 2]
 
 
 def test_every_hint_in_an_export_folder_pastes_and_runs(tmp_path: Path, matrix_data: dict) -> None:
     """In the folder after `toolkit reproduce .`: `compare NEW RUN --against .` named `--results .` and
     `--against <the folder>` (both exit 4 again); report and export-run named `--results .`. Each command
     the refusal gives now runs as pasted (exit 0), in the folder and from the folder above it."""
-    out = _export(tmp_path, matrix_data)
+    out = exported_folder(tmp_path, matrix_data)
     for cwd in (out, out.parent):
         there = [] if cwd == out else ["--matrix", "r1/matrix.yaml"]
         for args in (
@@ -106,7 +50,7 @@ def test_every_hint_in_an_export_folder_pastes_and_runs(tmp_path: Path, matrix_d
                 args = ("compare", NEW, RUN, "--against", "r1")
             got = tk(cwd, *args[:1], *there, *args[1:])
             assert got.returncode == 4 and "is a run `toolkit export-run` wrote" in got.stderr, got.stderr
-            hints = _pasted(got.stderr)
+            hints = pasted_commands(got.stderr)
             assert hints, got.stderr
             for words in hints:
                 again = tk(cwd, *words)
@@ -123,7 +67,7 @@ def test_every_hint_in_an_export_folder_pastes_and_runs(tmp_path: Path, matrix_d
 def test_without_a_reproduction_compare_names_reproduce(tmp_path: Path, matrix_data: dict) -> None:
     """No run reproduced in the folder: compare's refusal says to measure one (`toolkit reproduce .`), and
     its `--results .` command runs as pasted for two images of the published run's folder."""
-    out = _export(tmp_path, matrix_data, reproduced=False)
+    out = exported_folder(tmp_path, matrix_data, reproduced=False)
     got = tk(out, "compare", "cpu", "cpu")
     assert got.returncode == 4 and "`toolkit reproduce .`" in got.stderr, got.stderr
     assert "`toolkit compare cpu cpu --results .`" in got.stderr, got.stderr
@@ -139,8 +83,8 @@ def test_reproduce_and_the_readme_say_how_to_see_and_compare_the_reproduced_run(
     from toolkit.publish import repro_output
     from toolkit.publish import reproduce as repro
 
-    out = _export(tmp_path, matrix_data)
-    rows = repro.compare_records(_records(RUN), _records(NEW, scale=1.01), threshold=5)
+    out = exported_folder(tmp_path, matrix_data)
+    rows = repro.compare_records(labelled_records(RUN), labelled_records(NEW, scale=1.01), threshold=5)
     rep = repro.Reproduction(RUN, NEW, out, out / "reproduce" / "results", 5, rows=rows)
     for cwd in (out, tmp_path):
         monkeypatch.chdir(cwd)
@@ -148,7 +92,7 @@ def test_reproduce_and_the_readme_say_how_to_see_and_compare_the_reproduced_run(
             tail = repro_output.format_reproduction(rep, fmt).splitlines()[-2:]
             assert tail[0].startswith("see the reproduced run: `toolkit report"), tail
             assert tail[1].startswith("compare it with the published run"), tail
-            for words in _pasted("\n".join(tail)):
+            for words in pasted_commands("\n".join(tail)):
                 got = tk(cwd, *words, "--format", "github")
                 assert got.returncode == 0, (words, got.stderr)
                 assert NEW in got.stdout, got.stdout
@@ -169,7 +113,7 @@ def test_the_report_and_readme_say_what_each_image_was_built_from(tmp_path: Path
     from toolkit.bench.runners.base import image_ref
     from toolkit.matrix.api import load_matrix
 
-    out = _export(tmp_path, matrix_data)
+    out = exported_folder(tmp_path, matrix_data)
     said = "template hash 4fae2c6a9b36, base image debian:trixie-slim, source pypi:llama-cpp-python==0.3.36"
     got = tk(out, "report", "--results", ".", "--format", "github")
     assert got.returncode == 0 and f"- build cpu@9206eeaed761: {said}" in got.stdout, got.stdout
@@ -178,7 +122,7 @@ def test_the_report_and_readme_say_what_each_image_was_built_from(tmp_path: Path
     assert f"  - built from: {said}" in (out / "README.md").read_text()
     # bench copies the build's origin into each record's image (None: a build without source)
     spec = load_matrix(out / "matrix.yaml").m.images[0]
-    assert image_ref(_build("sha256:" + "ab" * 32), spec).model_extra == {
+    assert image_ref(build_record("sha256:" + "ab" * 32), spec).model_extra == {
         "source_origin": ORIGIN, "inputs_key": None, "current_inputs_key": None, "stale": False,
     }  # fmt: skip
     old = bench_records(RUN)  # recorded before bench kept the origin, no labels
@@ -186,7 +130,10 @@ def test_the_report_and_readme_say_what_each_image_was_built_from(tmp_path: Path
         provenance.built_from(old)
         == "template hash not recorded, base image not recorded, source not recorded"
     )
-    none = [r.model_copy(update={"image": image_ref(_build(r.image.digest, origin=None), spec)}) for r in old]
+    none = [
+        r.model_copy(update={"image": image_ref(build_record(r.image.digest, origin=None), spec)})
+        for r in old
+    ]
     assert provenance.built_from(none) == "template hash 4fae2c6a9b36, base image debian:trixie-slim"
     imported = make_record("imp", "cpu", p=512, avg=100.0, sd=1.0, digest="import:abc")
     assert provenance.built_from([imported]) is None and provenance.provenance([imported]).builds == []
@@ -198,13 +145,13 @@ def test_an_html_report_of_a_published_folder_is_never_written_into_it(
     """`report --results . --format html` in the folder wrote report.html and report-plots/ into it, where
     docs/publish.md says reading it never writes: exit 4 naming -o and a file beside the folder; that
     command as pasted writes the page there, the folder untouched; -o inside it, named, is honoured."""
-    out = _export(tmp_path, matrix_data)
+    out = exported_folder(tmp_path, matrix_data)
     before = sorted(p.name for p in out.iterdir())
     for cwd, results in ((out, "."), (out.parent, "r1")):
         got = tk(cwd, "report", "--results", results, "--format", "html")
         assert got.returncode == 4 and "-o" in got.stderr, got.stderr
         assert sorted(p.name for p in out.iterdir()) == before
-        [words] = _pasted(got.stderr)
+        [words] = pasted_commands(got.stderr)
         assert tk(cwd, *words).returncode == 0
         assert (out.parent / "r1-report.html").is_file() and sorted(p.name for p in out.iterdir()) == before
         (out.parent / "r1-report.html").unlink()
@@ -227,12 +174,12 @@ def test_an_export_names_no_machine(tmp_path: Path) -> None:
         "cmdline_notable": ["amd_iommu=off"],
     }
     for run in (RUN, NEW):
-        recs = _records(run)
+        recs = labelled_records(run)
         for r in recs:
             store.add_result(r.model_copy(update={"host": {**r.host, **host}}))
-    digest = _records(RUN)[0].image.digest
+    digest = labelled_records(RUN)[0].image.digest
     for eid in (ENGINE, ENGINE, "podmanu1000"):
-        store.add_build(_build(digest, engine=eid))
+        store.add_build(build_record(digest, engine=eid))
     aliases = {}
     for run in (RUN, NEW):
         out = tmp_path / run

@@ -228,7 +228,7 @@ def test_matrix_validation_refuses_a_subdir_out_of_the_tree(tmp_path, kind, subd
     path = _source_matrix(tmp_path, {**spec, "subdir": subdir, "commit": "0c1e57098"})
     p = toolkit("render", "--matrix", str(path))
     assert p.returncode == 4, _out(p)
-    assert f"{path}: sources.hostile: subdir: {subdir!r}" in p.stderr, _out(p)
+    assert f"{path}: line 6, column 5: sources.hostile: subdir: {subdir!r}" in p.stderr, _out(p)
     assert ("absolute path" if subdir.startswith("/") else "'..' component") in p.stderr
 
 

@@ -111,7 +111,7 @@ def test_mesa_ab_vars_are_validated(project, matrix_data, key, value, want):
     vk["vars"][key] = value
     with pytest.raises(
         BadInput,
-        match=rf"matrix\.yaml: images\[\d+\]\.vars: image 'vulkan': template variable '{key}' is .*{want}",
+        match=rf"matrix\.yaml: line \d+, column \d+: images\[\d+\]\.vars: image 'vulkan': template variable '{key}' is .*{want}",
     ):
         load_matrix(write_matrix(project, d))
 

@@ -126,12 +126,12 @@ def test_json_text_escapes_without_a_wide_copy():
 def test_model_family_is_kept_per_type_and_name(tmp_path):
     """model_family reads a record's type once per (type, name) and says what it said before."""
     recs = ResultStore(filed_fixtures(tmp_path / "results")).results()
-    verdict._family_of.cache_clear()
+    facts._family_of.cache_clear()
     got = [verdict.model_family(r) for r in recs + recs]
     assert got[: len(recs)] == got[len(recs) :]
-    assert verdict._family_of.cache_info().hits >= len(recs)
-    assert verdict._family_of("qwen3moe 30B.A3B Q4_0", "m") == "qwen3moe 30B.A3B"
-    assert verdict._family_of("llama ?B F16", "m") == "llama ?B" and verdict._family_of("", "m") == "m"
+    assert facts._family_of.cache_info().hits >= len(recs)
+    assert facts._family_of("qwen3moe 30B.A3B Q4_0", "m") == "qwen3moe 30B.A3B"
+    assert facts._family_of("llama ?B F16", "m") == "llama ?B" and facts._family_of("", "m") == "m"
 
 
 @pytest.mark.parametrize(

@@ -393,9 +393,9 @@ def _missing_label(r: BenchRecord, fields: list[str], test: str | None = None) -
 
 DECODE_UB_NOTE = (
     "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
-    "agree within the noise band on each side is one row (the report's rule), each side's cell its ub512 "
-    "measurement (llama-bench's default; else the one with the most samples); where they differ beyond it "
-    "each ub keeps its row"
+    "agree within the noise band on each side is one row (the report's rule), each side's cell its measurement "
+    "at a ub both sides measured, ub512 first (llama-bench's default; else the one with the most samples); where "
+    "they differ beyond it each ub keeps its row"
 )
 
 
@@ -419,7 +419,8 @@ def fold_decode(
     """The decode tests (tg) of both sides folded over the micro-batch by the report's own rule
     (tables.fold_decode_ub over a table of two columns, A and B, holding the pairs and the one-side
     records): tg tests that differ only by ub and whose tok/s agree within noise on each side are one
-    row, each side's cell its ub512 record (else the one with most samples); a one-side record folded
+    row, each side's cell its record at a ub both sides measured, ub512 first (else the one with most
+    samples); a one-side record folded
     into a row both sides hold is no longer missing (`judged` "A": agreeing on A decides, as
     fold_decode_ub's). None when no row folds (the rows stay as joined)."""
 
@@ -668,11 +669,16 @@ def _pair_order(p: tuple[BenchRecord, BenchRecord]) -> tuple[Any, ...]:
 def _columns_and_settings(
     pairs: list[tuple[BenchRecord, BenchRecord]], label_fields: frozenset[str]
 ) -> tuple[list[str], dict[str, list[str]]]:
-    """The varying columns shown per row, and those that hold one value per side (a side's settings)."""
+    """The varying columns shown per row, and those that hold one value per side (a side's settings). The
+    model is no side's setting where every pair joined one model (the file's sha256 known on one side
+    only; a bench's name beside an import's file name): each side's model line names it."""
     id_cols: list[str] = []
     settings: dict[str, list[str]] = {"a": [], "b": []}
+    one_model = all(identity.model_fingerprint(x) == identity.model_fingerprint(y) for x, y in pairs)
     for col in varying_columns([r for p in pairs for r in p], label=label_fields):
         va, vb = ({id_value(r, col) for r in side} for side in zip(*pairs, strict=True))
+        if col == "model" and one_model and len(va) == len(vb) == 1:
+            continue
         if len(va) == len(vb) == 1:  # a setting of the whole side, e.g. n_threads=1 vs n_threads=2
             settings["a"].append(f"{col}={va.pop()}")
             settings["b"].append(f"{col}={vb.pop()}")

@@ -23,7 +23,7 @@ from toolkit.analysis.provenance import Provenance, folded_count, numbers_words,
 from toolkit.analysis.table_text import fit_table, fmt_cell, wrap
 from toolkit.analysis.tables import fmt_tok_per_j
 from toolkit.analysis.verdict import decimals_apart
-from toolkit.core.text import Prose, md_line, md_text, one_line
+from toolkit.core.text import Prose, md_cell, md_line, one_line
 
 
 def _speedup_cell(c: Comparison, row: CompareRow, *, bold: bool = True) -> tuple[str, str]:
@@ -65,9 +65,9 @@ def _pct(noise: float, change: float) -> str:
 def _table_row(c: Comparison, row: CompareRow, show_energy: bool, *, bold: bool = True) -> list[str]:
     """One line of the table: test, its columns, t/s of each side, speedup, [tok/J of each and ratio], mark
     (a regression's speedup in markdown bold with `bold`, the test and its columns, a record's names,
-    escaped for a markdown cell then: md_text; its mark names it either way)."""
+    escaped for a markdown cell then: md_cell; its mark names it either way)."""
     sp, mark = _speedup_cell(c, row, bold=bold)
-    esc = md_text if bold else str  # a model `a|b**c**` added a column and drew `c` bold
+    esc = md_cell if bold else str  # a model `a|b**c**` added a column and drew `c` bold
     line = [esc(row.test), *map(esc, row.ids.values()), fmt_cell(row.fa), fmt_cell(row.fb), sp]
     if show_energy:
         ea, eb, ratio = row.fa.energy, row.fb.energy, row.energy_ratio
@@ -167,7 +167,7 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
         return "\n".join(w for line in out for w in wrap(line, width)) if text else md_line(out[0])
     show_energy = bool(c.with_energy)
     body = [_table_row(c, row, show_energy, bold=not text) for row in c.rows]
-    cell = one_line if text else md_text  # a side's label is a stored name: one cell of one row
+    cell = one_line if text else md_cell  # a side's label is a stored name: one cell of one row
     headers = [
         "test",
         *c.id_columns,

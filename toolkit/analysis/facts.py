@@ -7,7 +7,9 @@ rules they are computed by (also importable from toolkit.analysis.tables).
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -512,3 +514,26 @@ def _flags(f: Facts, opts: ReportOptions, roof: Roofline | None, use: GpuUse | N
     if f.energy is None and (broken := energy_rule_broken(r)) and broken not in out:
         out.append(broken)
     return out
+
+
+_SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
+
+
+def model_family(r: BenchRecord) -> str:
+    """The base model a record measured, independent of file format and quantization."""
+    family = (r.model.model_extra or {}).get("family")
+    if family:
+        return str(family)
+    return _family_of(str(r.raw.get("model_type") or ""), r.model.name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family_of(model_type: str, name: str) -> str:
+    """model_family of a record without a stored family: the words of llama-bench's `model_type` up
+    to its size (`qwen3moe 30B.A3B`), else the model's name. Kept per (type, name): a report asks it
+    twice per record, and 10,000 records repeat a few."""
+    words = model_type.split()
+    for i, w in enumerate(words):
+        if _SIZE_TOKEN.match(w):
+            return " ".join(words[: i + 1])
+    return name

@@ -46,7 +46,7 @@ from toolkit.analysis.table_text import (
 )
 from toolkit.analysis.tables import ReportOptions, Row, Table, accounting, fold_decode_ub
 from toolkit.core import invocation
-from toolkit.core.text import Prose, counted, html_text, md_line, md_text, one_line, strip_controls
+from toolkit.core.text import Prose, counted, html_text, md_cell, md_line, md_text, one_line, strip_controls
 from toolkit.results import no_results, write_atomic
 from toolkit.results.canary_check import stored_canaries
 from toolkit.results.identity import keys_cached
@@ -324,7 +324,7 @@ def _render_markdown(shown: Shown, front: Front, refused: int) -> str:
     said = [f"- {md_text(n)}" + "".join(f"\n  - {md_text(x)}" for x in card) for n, card in items]
     out.append("## Columns\n\n" + "\n".join(said))
     for t in ts:
-        headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_text)
+        headers, body = table_rows(t, bold=lambda x: f"**{x}**", esc=md_cell)
         out.append(f"### {t.title}\n\n" + github_table(headers, body))
     notes = table_notes(ts) + fold_note + [shown.accounting(refused)]
     out.append("\n".join(f"- {md_line(n)}" for n in notes))  # they name columns: a record's names

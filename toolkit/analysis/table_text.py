@@ -109,7 +109,7 @@ def table_rows(
     labels: dict[str, str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """Header and body of a table as text cells (shared by github, text and html): every text through
-    `esc` (github: core.text.md_text, so a name cannot add a column, a row or a link), the row's best
+    `esc` (github: core.text.md_cell, so a name cannot add a column, a row or a link), the row's best
     number then through `bold` (Row.best; github: `**x**`), a flagged number followed by FLAGGED_MARK.
     `labels`: a short header per image column (short_labels; the flags column names columns by it too),
     else each column's whole header (Table.header)."""
@@ -286,8 +286,8 @@ def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
 
 DECODE_UB_NOTE = (
     "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
-    "agree within noise is one row, its cell the ub512 measurement (llama-bench's default; else the one with the "
-    "most samples); where they differ beyond noise each ub keeps its row; every measurement is in --format csv / json"
+    "agree within noise is one row, its cell the measurement at a ub every image measured, ub512 first (llama-bench's "
+    "default; else the one with the most samples); where they differ beyond noise each ub keeps its row; every measurement is in --format csv / json"
 )
 
 

@@ -229,7 +229,7 @@ def select_with_accounting(records: Iterable[BenchRecord]) -> tuple[list[BenchRe
 
 
 def id_value(r: BenchRecord, name: str) -> Any:
-    """The value of an identifying column: `model` (name, short sha256 when two files share a name; the
+    """The value of an identifying column: `model` (name, `(sha256 <12 hex>)` where the file's is known; the
     path an import's file of another's name and description is told apart by: import_keys.AlikeFiles)
     or a test field (identity.test_fields), as a table shows it (flash_attn -1: `auto`)."""
     if name == "model":
@@ -241,7 +241,7 @@ def id_value(r: BenchRecord, name: str) -> Any:
             if twin_of
             else ""
         )
-        return (apart if "/" in apart else r.model.name) + (f" ({sha[:8]})" if sha else "") + twin
+        return (apart if "/" in apart else r.model.name) + (f" (sha256 {sha[:12]})" if sha else "") + twin
     return _shown_value(name, identity.test_field(r, name))
 
 
@@ -554,8 +554,9 @@ def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
     ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every image column
     (column `judged` alone where given: reproduce's recorded side, so its rows are the published run's
     report's), their tok/s agree within noise (_agree: noise_band, stddevs known); rows that differ beyond it
-    stay apart with their ub, so no measured difference is hidden. A folded cell is the ub512 record
-    (llama-bench's default), else the one with the most samples; (table, whether any row was folded). Any
+    stay apart with their ub, so no measured difference is hidden. A folded cell is the record of a ub every
+    column of the row measured (like with like), ub512 first (llama-bench's default), else the one with the
+    most samples; (table, whether any row was folded). Any
     other table is returned as it is. The one fold every table format (report.folded_tables) and the plots
     (plots.figures) read; `--format csv` / `--json` keep every record."""
     if t.axis != "decode":
@@ -581,11 +582,18 @@ def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
             rows.extend(group)
             continue
         merged = Row(test, dict(group[0].ids), group[0].order)
+        ubs = [{row.cells[c].n_ubatch for row in group if c in row.cells} for c in t.columns]
+        like = set.intersection(*(u for u in ubs if u))  # a ub every column measured: like with like
         for c in t.columns:
             have = [row for row in group if c in row.cells]
             if have:
                 pick = min(
-                    have, key=lambda row: (row.cells[c].n_ubatch != 512, -len(row.cells[c].samples_ts))
+                    have,
+                    key=lambda row: (
+                        row.cells[c].n_ubatch not in like,
+                        row.cells[c].n_ubatch != 512,
+                        -len(row.cells[c].samples_ts),
+                    ),
                 )
                 merged.cells[c], merged.facts[c] = pick.cells[c], pick.facts[c]
                 merged.flags[c] = pick.flags.get(c, [])

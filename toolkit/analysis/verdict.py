@@ -41,15 +41,13 @@ Method (stated in the report):
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.caveats import smoke_caveats
-from toolkit.analysis.facts import Facts, Interval, facts_of, ran_on
+from toolkit.analysis.facts import Facts, Interval, facts_of, model_family, ran_on
 from toolkit.analysis.flag_help import held_words
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
@@ -218,29 +216,6 @@ class Verdict:
     caveats: list[str] = field(default_factory=list)
 
 
-_SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|\?)[BM](\.A\d+(\.\d+)?B)?$|^\d+x\d+(\.\d+)?B$", re.IGNORECASE)
-
-
-def model_family(r: BenchRecord) -> str:
-    """The base model a record measured, independent of file format and quantization."""
-    family = (r.model.model_extra or {}).get("family")
-    if family:
-        return str(family)
-    return _family_of(str(r.raw.get("model_type") or ""), r.model.name)
-
-
-@functools.lru_cache(maxsize=4096)
-def _family_of(model_type: str, name: str) -> str:
-    """model_family of a record without a stored family: the words of llama-bench's `model_type` up
-    to its size (`qwen3moe 30B.A3B`), else the model's name. Kept per (type, name): a report asks it
-    twice per record, and 10,000 records repeat a few."""
-    words = model_type.split()
-    for i, w in enumerate(words):
-        if _SIZE_TOKEN.match(w):
-            return " ".join(words[: i + 1])
-    return name
-
-
 def _group_of(f: Facts, with_family: bool) -> tuple[str, tuple]:
     r = f.record
     if r.axis == "served":
@@ -371,11 +346,14 @@ def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) ->
     any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
     if not set.intersection(*models.values()):  # no model every image measured: more images won't do
         bench = invocation.command("bench", "-m", "NAME")
+        shared = _shared_reports(fs, cols, models)
         return Prose(
             head + f"they measured different models; measure one model on each (`{bench}`"
-            f"{', or import a result file of the same model' if any_imported else ''})",
+            f"{', or import a result file of the same model' if any_imported else ''})"
+            + "".join(f"; the images that measured {m} are ranked by `{cmd}`" for m, cmd in shared),
             *images,
             bench,
+            *(x for pair in shared for x in pair),
         )
     tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
     each = "; ".join(f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items())
@@ -388,6 +366,22 @@ def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) ->
         each,
         bench,
     )
+
+
+def _shared_reports(
+    fs: list[Facts], cols: dict[int, str], models: dict[str, set[str]]
+) -> list[tuple[str, str]]:
+    """(model, `toolkit report -i NAME ...`) for each model 2+ images measured, where `-i` of those
+    images' names selects no image that did not measure it (a report the verdict can rank)."""
+    names = {cols[id(f.record)]: f.record.image.name for f in fs}
+    out = []
+    for m in sorted({m for ms in models.values() for m in ms}):
+        pick = sorted({names[img] for img, ms in models.items() if m in ms})
+        if sum(m in ms for ms in models.values()) > 1 and all(
+            m in ms for img, ms in models.items() if names[img] in pick
+        ):
+            out.append((m, invocation.command("report", *(w for n in pick for w in ("-i", n)))))
+    return out
 
 
 def _file(r: BenchRecord) -> str:

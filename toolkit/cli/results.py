@@ -564,19 +564,25 @@ def import_(
     another results folder, no import is needed: `toolkit compare A B --against DIR`.
     """
     from toolkit.results import importer
+    from toolkit.results.import_read import NoneUsable
     from toolkit.results.records import ResultStore
 
-    res = importer.import_files(
-        ResultStore(_import_root(matrix_path, results_dir)),
-        [Path(f) for f in files],
-        label=label,
-        backend=backend,
-        model_sha256=model_sha256,
-        digest=digest,
-        input_len=input_len,
-        output_len=output_len,
-        on_wait=lambda text: click.echo(f"import: {text}", err=True),
-    )
+    try:
+        res = importer.import_files(
+            ResultStore(_import_root(matrix_path, results_dir)),
+            [Path(f) for f in files],
+            label=label,
+            backend=backend,
+            model_sha256=model_sha256,
+            digest=digest,
+            input_len=input_len,
+            output_len=output_len,
+            on_wait=lambda text: click.echo(f"import: {text}", err=True),
+        )
+    except NoneUsable as err:  # every refusal in the JSON, as an import that kept rows gives them
+        if as_json:
+            echo_json({"refused": err.refused})
+        raise
     if as_json:
         echo_json(res)
     else:
@@ -601,7 +607,10 @@ def _import_root(matrix_path: str, results_dir: str | None) -> Path:
 
 
 def _print_import(res, label: str) -> None:
-    """A line per result set imported (stdout), then each kind of row left out or noted (stderr)."""
+    """A line per result set imported (stdout), then each kind of row left out or noted (stderr), said
+    once per reason (import_read.said_by_reason; repeated tests are counted by their own rule)."""
+    from toolkit.results.import_read import said_by_reason
+
     if res.already:
         stored = ", ".join(dict.fromkeys(s.name for s in res.sets))
         click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")
@@ -626,6 +635,6 @@ def _print_import(res, label: str) -> None:
     ):
         if lines:  # repeated tests: the first ones named, the rest counted per file (one line each)
             count = res.repeated_tests if lines is res.repeated else len(lines)
-            _err(f"{count} {what}:")
-            for line in lines:
+            _err(f"{count:,} {what}:")
+            for line in lines if lines is res.repeated else said_by_reason(lines):
                 _err(f"  {line}")

@@ -161,15 +161,23 @@ class Prose(str):
 
 
 def md_text(text: str) -> str:
-    """`text` for one markdown table cell or heading: controls stripped, line breaks as spaces, and
-    what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
+    """`text` for a markdown heading or a name in a line (md_cell: a table cell): controls stripped, line
+    breaks as spaces, and what markdown reads as structure escaped with a backslash (`|` ends a cell, `<...>` is HTML,
     `](` makes a link, a backslash would undo the escape after it: a name's `\\<img ...>` was a tag),
     so a name cannot add a column, a row, a tag or a link; and what would style it (`**x**`, `_x_`,
     `~~x~~`, a backtick's code span), so a model_type `**30B**` is shown as written, not in bold; and
     what GitHub autolinks (`https://`, `www.`, an email's `@`: _AUTOLINK), so a name links nowhere. A
     Prose's own spans are code (md_prose)."""
+    return md_cell(text, cell=False)
+
+
+def md_cell(text: str, *, cell: bool = True) -> str:
+    """md_text for one GFM table cell: a Prose's code spans hold `\\|` for a `|` too (GFM splits a row
+    at every unescaped pipe before it reads the spans; outside a table `\\|` would show as written)."""
     return (
-        md_prose(text, text.names, _MD_SPECIAL) if isinstance(text, Prose) else _md_escaped(text, _MD_SPECIAL)
+        md_prose(text, text.names, _MD_SPECIAL, cell=cell)
+        if isinstance(text, Prose)
+        else _md_escaped(text, _MD_SPECIAL)
     )
 
 
@@ -183,11 +191,14 @@ def md_line(text: str) -> str:
     return md_prose(text, text.names) if isinstance(text, Prose) else _md_escaped(text, _MD_LINE_SPECIAL)
 
 
-def md_prose(text: str, names: Iterable[str] = (), special: re.Pattern[str] = _MD_LINE_SPECIAL) -> str:
+def md_prose(
+    text: str, names: Iterable[str] = (), special: re.Pattern[str] = _MD_LINE_SPECIAL, *, cell: bool = False
+) -> str:
     """A line of the toolkit's prose for markdown (a report's note, a verdict line, a README note): its
     own `...` spans as code spans (code()), the rest escaped as md_line escapes it (`special`: md_text's
     for a cell or a heading). `names` (the data put into the line: Prose.names, quoted as such or as
-    repr) are held out while the spans are found: a name's backtick opens or closes none."""
+    repr) are held out while the spans are found: a name's backtick opens or closes none. `cell`: the
+    line is a table cell (code(cell=True))."""
     quoted = sorted({q for n in names if "`" in n for q in (repr(n), n)}, key=len, reverse=True)
     held = {f"\0{i}\0": q for i, q in enumerate(quoted)}  # the longest first: a name holding another
     for mark, q in held.items():
@@ -195,15 +206,17 @@ def md_prose(text: str, names: Iterable[str] = (), special: re.Pattern[str] = _M
     parts = re.split(r"`([^`]*)`", text)
     for mark, q in held.items():
         parts = [p.replace(mark, q) for p in parts]
-    return "".join(code(p) if i % 2 else _md_escaped(p, special) for i, p in enumerate(parts))
+    return "".join(code(p, cell=cell) if i % 2 else _md_escaped(p, special) for i, p in enumerate(parts))
 
 
-def code(v: object) -> str:
+def code(v: object, *, cell: bool = False) -> str:
     """`v` as one markdown code span on one line, whatever it holds: controls stripped, line breaks as
     spaces, fenced by one backtick more than its longest run of them (CommonMark 6.1), padded where it
     starts or ends with one. Inside it nothing is markup: a model name `x` <img src=...> `` from an
-    imported file closed the README's single-backtick span and put a live tag on the page."""
+    imported file closed the README's single-backtick span and put a live tag on the page. `cell`: in a
+    GFM table cell, where a `|` ends the cell even inside a span unless written `\\|`."""
     text = " ".join(strip_controls(str(v)).splitlines())
+    text = text.replace("|", "\\|") if cell else text
     runs = [len(r) for r in re.findall(r"`+", text)]
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""

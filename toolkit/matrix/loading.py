@@ -31,8 +31,8 @@ class LoadedMatrix:
 
     def __init__(self, matrix: Matrix, path: Path, *, confined: bool = False):
         self.m = matrix
-        self.path = path
-        self.root = path.parent
+        self.path = path  # as the user gave it: every message names the file so
+        self.root = path.resolve().parent
         self.confined = confined
 
     def __getattr__(self, item: str) -> Any:
@@ -211,9 +211,10 @@ def _type_fix(kind: str, value: Any) -> str:
     return f"; {fix}" if fix else ""
 
 
-def format_validation_error(err: ValidationError, path: Path, data: Any = None) -> str:
-    """One line per problem: `FILE: KEY.PATH: what is wrong -> fix` (the first 20 problems); `data`:
-    the document validated, to name list items by their `name`."""
+def format_validation_error(err: ValidationError, path: Path, data: Any = None, node: Any = None) -> str:
+    """One line per problem: `FILE: line N, column M: KEY.PATH: what is wrong -> fix` (the first 20
+    problems); `data`: the document validated, to name list items by their `name`; `node`: its YAML
+    node (read_yaml's), for the line of the key path (_at; none without it)."""
     import difflib  # only for error messages
 
     lines = []
@@ -235,15 +236,31 @@ def format_validation_error(err: ValidationError, path: Path, data: Any = None) 
         loc = _said_once(loc, msg)
         # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it
         lines.append(
-            f"{path}: {msg}" if not e["loc"] and e["type"] == "value_error" else f"{path}: {loc}: {msg}"
+            f"{path}:{_at(node, e['loc'])}: {msg}"
+            if not e["loc"] and e["type"] == "value_error"
+            else f"{path}:{_at(node, e['loc'])}: {loc}: {msg}"
         )
     if len(errs) > 20:
         lines.append(f"... and {len(errs) - 20} more problems")
     return "invalid matrix:\n  " + "\n  ".join(lines)
 
 
-def parse_matrix(data: Any, path: Path, *, confined: bool = False) -> LoadedMatrix:
-    """Validate already-parsed YAML data. Raises BadInput naming file, key path and fix."""
+def _at(node: Any, loc: tuple[Any, ...]) -> str:
+    """` line N, column M` of the YAML node `loc` names (its deepest part `node`, the document's root,
+    holds: a mapping's key, a list's index; merged keys included), '' without a node."""
+    at = node
+    for part in loc:
+        if isinstance(at, yaml.MappingNode):
+            at = next((v for k, v in reversed(at.value) if k.value == part), at)
+        elif isinstance(at, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(at.value):
+            at = at.value[part]
+    mark = getattr(at, "start_mark", None)
+    return f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+
+
+def parse_matrix(data: Any, path: Path, *, confined: bool = False, node: Any = None) -> LoadedMatrix:
+    """Validate already-parsed YAML data (`node`: its YAML node, read_yaml's, for the lines the
+    refusals name). Raises BadInput naming file (`path` as given), line, key path and fix."""
     if not isinstance(data, dict):
         raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
     if "schema_version" not in data:
@@ -252,16 +269,17 @@ def parse_matrix(data: Any, path: Path, *, confined: bool = False) -> LoadedMatr
         )
     if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(
-            f"{path}: schema_version: {data.get('schema_version')!r} is not supported; this toolkit reads "
+            f"{path}:{_at(node, ('schema_version',))}: schema_version: {data.get('schema_version')!r} is not "
+            "supported; this toolkit reads "
             f"schema_version {SCHEMA_VERSION}"
         )
     _refuse_nul_bytes(data, path)
     try:
         m = Matrix.model_validate(data)
     except ValidationError as err:
-        raise BadInput(format_validation_error(err, path, data)) from None
+        raise BadInput(format_validation_error(err, path, data, node)) from None
     loaded = LoadedMatrix(m, path, confined=confined)
-    _check_files(loaded)
+    _check_files(loaded, node)
     return loaded
 
 
@@ -300,7 +318,7 @@ def _refuse_nul_bytes(data: Any, path: Path) -> None:
                 todo.append((f"{where}[{label if plain else i}]", item))
 
 
-def _check_files(lm: LoadedMatrix) -> None:
+def _check_files(lm: LoadedMatrix, node: Any = None) -> None:
     for i, img in enumerate(lm.m.images):
         tpl = template_path(lm, img.template)
         if not tpl.is_file():
@@ -319,7 +337,8 @@ def _check_files(lm: LoadedMatrix) -> None:
                     f"or copy {TEMPLATE_DIR}/ beside it)"
                 )
             raise BadInput(
-                f"{lm.path}: images[{i}].template ({_ITEM['images']} {excerpt(img.name)}): "
+                f"{lm.path}:{_at(node, ('images', i, 'template'))}: images[{i}].template "
+                f"({_ITEM['images']} {excerpt(img.name)}): "
                 f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} {where}"
             )
 
@@ -525,7 +544,8 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
         there = p.exists()  # a pipe, a device, a folder: there, but no file to read
         what = "not a regular file (a pipe, a device or a folder)" if there else "matrix file not found"
         raise BadInput(f"{p}: {what}; {hint}")
-    return parse_matrix(read_yaml(p), p.resolve(), confined=bool(confined))  # set above: the file is there
+    data, node = _read_yaml(p)
+    return parse_matrix(data, p, confined=bool(confined), node=node)  # confined set above: the file is there
 
 
 def _unreadable(p: Path, err: OSError) -> BadInput:
@@ -539,6 +559,11 @@ def read_yaml(p: Path) -> Any:
     Raises BadInput naming `p`: unreadable, larger than MAX_MATRIX_BYTES, not UTF-8, bad YAML, a
     duplicate key or an impossible scalar, aliases expanding past MAX_EXPANDED_NODES, nested too deep.
     reproduce reads a published folder's matrix.yaml through it (a 27 MB one took 3m49s and 1.2 GB)."""
+    return _read_yaml(p)[0]
+
+
+def _read_yaml(p: Path) -> tuple[Any, yaml.Node | None]:
+    """read_yaml's data and the YAML node it was built from (merge keys flattened into it)."""
     try:
         size = p.stat().st_size
         if size > MAX_MATRIX_BYTES:
@@ -575,4 +600,4 @@ def read_yaml(p: Path) -> Any:
         ) from None
     finally:
         loader.dispose()
-    return data
+    return data, node

@@ -13,7 +13,7 @@ from toolkit.analysis.facts import known_stddev
 from toolkit.analysis.tables import energy, fmt_tok_per_j, value
 from toolkit.analysis.verdict import decimals_apart
 from toolkit.core.paths import typed
-from toolkit.core.text import Prose, md_line, md_text, shell_join
+from toolkit.core.text import Prose, md_cell, md_line, shell_join
 from toolkit.publish.reproduce import Reproduction, ReproRow
 from toolkit.results.records import BenchRecord
 
@@ -73,12 +73,22 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
     return "\n".join(lines)
 
 
-def next_lines(rep: Reproduction) -> list[Prose]:
-    """How to see the reproduced run and compare it with the published one: the exact `toolkit report` and
-    `toolkit compare` commands, from the working folder (core.paths.typed), quoted to paste."""
+def next_commands(rep: Reproduction) -> dict[str, str]:
+    """How to see the reproduced run and compare it with the published one: {"report": the exact `toolkit
+    report` command, "compare": `toolkit compare` (A: the reproduced run, B: the published)}, from the
+    working folder (core.paths.typed), quoted to paste; the text's closing lines (next_lines) and --json's."""
     r, f = typed(rep.results), typed(rep.folder)
-    see = shell_join(["toolkit", "report", "--results", r, "--run", rep.new_run_id])
-    both = shell_join(["toolkit", "compare", rep.new_run_id, rep.run_id, "--results", r, "--against", f])
+    return {
+        "report": shell_join(["toolkit", "report", "--results", r, "--run", rep.new_run_id]),
+        "compare": shell_join(
+            ["toolkit", "compare", rep.new_run_id, rep.run_id, "--results", r, "--against", f]
+        ),
+    }
+
+
+def next_lines(rep: Reproduction) -> list[Prose]:
+    """next_commands as the closing lines of the text and markdown output."""
+    see, both = next_commands(rep).values()
     return [
         Prose(f"see the reproduced run: `{see}`", see),
         Prose(f"compare it with the published run (A: this one, B: the published): `{both}`", both),
@@ -120,7 +130,7 @@ def _compare_table(rows: list[ReproRow], *, energies: bool, fmt: str = "github")
                 fmt_tok_per_j(eb.tok_per_j if eb else None),
                 f"{r.energy_delta * 100:+.1f}%" if r.energy_delta is not None else "",
             ]
-        esc = str if fmt == "text" else md_text  # names from the published folder: one cell each
+        esc = str if fmt == "text" else md_cell  # names from the published folder: one cell each
         body.append(
             [esc(r.image), esc(r.test)]
             + ([esc(r.model)] if models else [])
@@ -145,6 +155,7 @@ def reproduction_json(rep: Reproduction) -> dict[str, Any]:
         "host_diff": {k: list(v) for k, v in rep.host_diff.items()},
         "notes": rep.notes,
         "caveats": caveats(rep),
+        "next_commands": next_commands(rep),
         "rows": [
             {
                 "image": r.image,

@@ -18,7 +18,7 @@ from toolkit import __version__
 from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput, FileSystemError
 from toolkit.core.paths import contained, symlinks_inside
-from toolkit.core.text import code, counted, md_line, md_prose, md_text, strip_controls
+from toolkit.core.text import code, counted, md_cell, md_line, md_prose, md_text, strip_controls
 from toolkit.core.types import utc_now
 from toolkit.engine import api as engine
 from toolkit.host.info import COMMIT_HEX, commit_words, dirty_mark, git_env, toolkit_source
@@ -564,7 +564,7 @@ def _results_lines(records: list[BenchRecord]) -> list[str]:
     lines = verdict.md_caveats(shown.caveats)
     folded, fold_note = shown.display  # as `toolkit report` shows them
     for t in folded:
-        headers, body = table_text.table_rows(t, esc=md_text)  # names from records: no markup
+        headers, body = table_text.table_rows(t, esc=md_cell)  # names from records: no markup
         lines += [
             f"### {t.title}",
             "",

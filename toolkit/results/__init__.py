@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from toolkit.core import invocation
+from toolkit.core import invocation, jsonsafe
 from toolkit.core.errors import BadInput, refused_link
 from toolkit.core.paths import typed
 from toolkit.core.text import Prose, one_line, path_text, shell_join
@@ -103,7 +103,8 @@ def need_records_beside(
     invocation.command; paths as core.paths.typed, quoted).
     `reproduced`: where `toolkit reproduce` keeps its runs in such a folder (relative to it: the CLI
     passes publish's); where it holds records, compare reads A there and B from the folder (`--results
-    REPRODUCED --against FOLDER`), and the report's hint names it too."""
+    REPRODUCED --against FOLDER`), or A from the folder where A names its run (`--results FOLDER
+    --against REPRODUCED`: the order typed is kept), and the report's hint names it too."""
     export = export_beside(root)
     if export is None:
         return
@@ -111,8 +112,11 @@ def need_records_beside(
     again = export / reproduced if reproduced else None
     if again is not None and not (again.is_dir() and bench_files(again)):
         again = None  # no run reproduced here
-    if again is not None and words[0] == "compare":
-        pick, then = ["--results", typed(again), "--against", here], ""
+    if again is not None and words[0] == "compare":  # A is read from --results, B from --against
+        a_from, b_from = (
+            (here, typed(again)) if _names_exported_run(export, words[1:2]) else (typed(again), here)
+        )
+        pick, then = ["--results", a_from, "--against", b_from], ""
     else:
         pick = ["--results", here]
         then = (
@@ -126,6 +130,16 @@ def need_records_beside(
         f"{path_text(export)} is a run `toolkit export-run` wrote (run.json, results.jsonl), not a project "
         f"with results/: pass {shell_join(pick)} (`{invocation.command(words[0], *words[1:], *pick)}`){then}"
     )
+
+
+def _names_exported_run(export: Path, refs: tuple[str, ...]) -> bool:
+    """Whether the compare ref in `refs` (A, or none) names the run `export` holds (run.json's run_id, or
+    a start of it), not one reproduced beside it."""
+    try:
+        run_id = jsonsafe.parse_object(jsonsafe.read_regular_file(export / "run.json", 1 << 20) or b"{}")
+    except ValueError:  # jsonsafe.JsonProblem: no run id to match
+        return False
+    return bool(refs and refs[0] and str(run_id.get("run_id") or "").startswith(refs[0]))
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"))

@@ -148,7 +148,7 @@ def read_rows(
             f"it; {FORMATS_HINT}"
         )
     if no:
-        raise none_usable(str(path), [f"line {n}: {why}" for n, why in no])
+        raise NoneUsable(str(path), [f"line {n}: {why}" for n, why in no])
     raise _no_rows(path, text, notes)
 
 
@@ -236,28 +236,41 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def none_usable(where: str, refused: list[str]) -> BadInput:
-    """The error for input whose every row was refused: `where` (the file or files), how many, and
-    the first three distinct reasons (`refused`: one text each, `line N: why` or `PATH:N: why`), each
-    once with the rows it refused (`line 21: why (26 rows of this, line 21 to line 46)`: a table another
-    tool wrote is one reason, not one a row)."""
+class NoneUsable(BadInput):
+    """Input whose every row was refused: `refused` every refusal (`line N: why` or `PATH:N: why`), the
+    message says them by reason (said_by_reason); `toolkit import --json` gives them all."""
+
+    def __init__(self, where: str, refused: list[str]) -> None:
+        self.refused = refused
+        super().__init__(
+            f"{where}: no llama-bench result rows found that are measurements: {len(refused):,} refused:\n  "
+            + "\n  ".join(said_by_reason(refused))
+        )
+
+
+SAID_REASONS = 20
+"""How many lines an import's list (refused rows, skipped lines, notes) says one by one; the others
+are counted (a file of 97,497 bad rows must not print 97,497 lines): `--json` lists each."""
+
+
+def said_by_reason(lines: list[str]) -> list[str]:
+    """`lines` (`line N: why`, `PATH:N: why`, or a text without a place) said once per reason, in the
+    order first met, with the rows it holds (`line 21: why (26 rows of this, line 21 to line 46)`: a table
+    another tool wrote is one reason, not one a row); at most SAID_REASONS lines, then one counting the
+    rest and the reasons they hold."""
     groups: dict[str, list[str]] = {}
-    for text in refused:
+    for text in lines:
         m = _WHERE.match(text)
         at, why = (m.group(1), m.group(2)) if m else ("", text)
         groups.setdefault(why, []).append(at)
     said = [
         (f"{ats[0]}: {why}" if ats[0] else why)
-        + (f" ({len(ats)} rows of this, {ats[0]} to {ats[-1]})" if len(ats) > 1 and ats[0] else "")
-        for why, ats in list(groups.items())[:3]
+        + (f" ({len(ats):,} rows of this, {ats[0]} to {ats[-1]})" if len(ats) > 1 and ats[0] else "")
+        for why, ats in list(groups.items())[:SAID_REASONS]
     ]
-    rest = len(refused) - sum(len(ats) for ats in list(groups.values())[:3])
-    return BadInput(
-        f"{where}: no llama-bench result rows found that are measurements: {len(refused)} refused ("
-        + "; ".join(said)
-        + (f"; and {rest} more, for {len(groups) - 3} other reasons" if rest else "")
-        + ")"
-    )
+    rest = len(lines) - sum(len(ats) for ats in list(groups.values())[:SAID_REASONS])
+    more = f"... and {rest:,} more, for {len(groups) - SAID_REASONS:,} other reason(s) (`--json` lists each)"
+    return said + ([more] if rest else [])
 
 
 _WHERE = re.compile(r"(line \d+|.*?:\d+): (.*)", re.S)
@@ -599,7 +612,7 @@ class ImportSource:
             return
         if self._no:
             no = self._no
-            raise none_usable(str(self.path), [f"line {n}: {why}" for n, why in no])
+            raise NoneUsable(str(self.path), [f"line {n}: {why}" for n, why in no])
         raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
 
 

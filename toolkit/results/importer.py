@@ -50,11 +50,11 @@ from toolkit.results.import_read import (
     ImportedSet,
     ImportResult,
     ImportSource,
+    NoneUsable,
     RowWhere,
     backend_wrong,
     check_options,
     imported_of,
-    none_usable,
     read_rows,
     reason_of,
     set_names,
@@ -499,7 +499,7 @@ def _result_before_writing(
         duplicates=[dup_note(n, run, name, how) for ((run, name, _d), how), n in sorted(dup_stored.items())],
     )
     if not sets and not dup_stored:
-        raise none_usable(", ".join(str(src.path) for src in sources), refused)
+        raise NoneUsable(", ".join(str(src.path) for src in sources), refused)
     if not sets:  # every row was imported before: named as stored
         res.sets = [
             ImportedSet(name, d, {}, already=True) for ((_r, name, d), _h) in dict.fromkeys(dup_stored)
