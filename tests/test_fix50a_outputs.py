@@ -95,28 +95,34 @@ def test_an_import_says_every_reason_it_refused_rows_for_whether_or_not_rows_wer
 
 
 def test_thousands_of_refusals_are_counted_past_a_bound_and_listed_whole_in_json(tmp_path: Path) -> None:
-    """3,000 refused rows (1,501 for one reason, the others each their own): the refusal says the
-    shared reason once with its count, SAID_REASONS lines in all, then counts the rest; --json lists all
-    3,000, the failed import's and the one that kept a row alike."""
-    from toolkit.results.import_read import SAID_REASONS
+    """3,000 refused rows (1,501 for n_threads 0, 1,499 for as many negative counts): each reason once
+    with its count, those differing only in their numbers one (brk50b: 1,499 near-alike lines filled the
+    SAID_REASONS lines and hid any other reason); past SAID_REASONS reasons the rest are counted; --json
+    lists all 3,000, the failed import's and the one that kept a row alike."""
+    from toolkit.results.import_read import SAID_REASONS, said_by_reason
 
     f = tmp_path / "many.jsonl"
-    f.write_text(_rows(*({"n_threads": 0 if i % 2 else -i} for i in range(3000))))
+    f.write_text(_rows(*({"n_threads": 0 if i % 2 else -i} for i in range(3000)), {"n_ubatch": 0}))
     got = tk(tmp_path, "import", "--results", "r", "--label", "x", str(f))
     said = [ln for ln in got.stderr.splitlines() if ln.startswith("  ")]
-    assert got.returncode == 4 and len(said) == SAID_REASONS + 1, got.stderr
-    assert (
-        said[0]
-        == "  line 1: n_threads is 0: a test runs on at least 1 thread (1,501 rows of this, line 1 to line 3000)"
+    assert got.returncode == 4 and len(said) == 3, got.stderr
+    assert said[0] == (
+        "  line 1: n_threads is 0: a test runs on at least 1 thread (1,501 rows of this, line 1 to line 3000)"
     )
-    assert said[-1].startswith(f"  ... and {1499 - SAID_REASONS + 1:,} more, for ") and "--json" in said[-1]
+    assert said[1].startswith("  line 3: n_threads is -2: ") and said[1].endswith(
+        " (1,499 rows of this, its numbers varying, line 3 to line 2999)"
+    )
+    assert said[2].startswith("  line 3001: n_ubatch is 0"), said  # no longer out of sight
+    words = [f"line {i}: {chr(97 + i % 26) * (1 + i // 26)} is wrong" for i in range(1, 3000)]
+    assert len(said_by_reason(words)) == SAID_REASONS + 1
+    assert said_by_reason(words)[-1].startswith(f"... and {2999 - SAID_REASONS:,} more, for ")
     got = tk(tmp_path, "import", "--json", "--results", "r", "--label", "x", str(f))
     env = json.loads(got.stdout)
-    assert env["exit_code"] == 4 and len(env["result"]["refused"]) == 3000, got.stdout[:500]
+    assert env["exit_code"] == 4 and len(env["result"]["refused"]) == 3001, got.stdout[:500]
     f.write_text(f.read_text() + _rows({}))
     got = tk(tmp_path, "import", "--json", "--results", "r", "--label", "x", str(f))
     assert (
-        json.loads(got.stdout)["exit_code"] == 0 and len(json.loads(got.stdout)["result"]["refused"]) == 3000
+        json.loads(got.stdout)["exit_code"] == 0 and len(json.loads(got.stdout)["result"]["refused"]) == 3001
     )
     got = tk(tmp_path, "import", "--results", "r2", "--label", "x", str(f))
     assert got.returncode == 0 and len(got.stderr.splitlines()) < 30, got.stderr
@@ -285,6 +291,35 @@ def test_names_holding_pipes_and_backticks_keep_every_table_whole(tmp_path: Path
             cells = _cells(got.stdout)
             assert cells and len(set(cells)) == 1, (args, got.stdout, got.stderr)
             assert "a\\|\\`x\\`@import" in got.stdout and "m\\|x" in got.stdout, got.stdout
+
+
+def test_a_test_field_named_with_a_pipe_keeps_compares_head_whole(tmp_path: Path) -> None:
+    """brk50b: compare wrote its id columns' heads (a test field an imported file named) unescaped: a
+    field `f|x` split the head into one cell more than each row held."""
+    for label, day in (("a", "01"), ("b", "02")):
+        rows = _rows(*({"f|x`<b>": i, "test_time": f"2025-06-{day}T10:00:00Z"} for i in range(2)))
+        (tmp_path / f"{label}.jsonl").write_text(rows)
+        assert tk(tmp_path, "import", "--results", "r", "--label", label, f"{label}.jsonl").returncode == 0
+    got = tk(tmp_path, "compare", "a", "b", "--results", "r", "--format", "github")
+    assert _cells(got.stdout) == [6, 6, 6] and "f\\|x\\`\\<b\\>" in got.stdout, (got.stdout, got.stderr)
+
+
+def test_export_run_copies_a_matrix_given_as_a_link(tmp_path: Path, matrix_data: dict, monkeypatch) -> None:
+    """brk50b: LoadedMatrix.path became the path as typed, so export-run's copy, which refuses a link,
+    refused `--matrix link.yaml` (a link to the project's matrix) that it copied before: the file given is
+    read through its link, as the matrix was loaded."""
+    from tests.support import exported
+    from toolkit.matrix.api import load_matrix
+    from toolkit.publish import run_folder
+    from toolkit.results.records import ResultStore
+
+    out = exported.exported_folder(tmp_path, matrix_data, reproduced=False)
+    project = tmp_path / "project"
+    (project / "link.yaml").symlink_to("matrix.yaml")
+    monkeypatch.chdir(project)
+    store = ResultStore(project / "results")
+    run_folder.export_run(store, exported.RUN, tmp_path / "again", load_matrix("link.yaml"))
+    assert (tmp_path / "again" / "matrix.yaml").read_bytes() == (out / "matrix.yaml").read_bytes()
 
 
 # ---------------------------------------------------------------- fix49d: an export's hint, reproduce --json

@@ -140,7 +140,7 @@ def test_a_typo_of_the_stand_ins_path_generates_no_second_model(project, monkeyp
     matrix = project / "matrix.yaml"
     matrix.write_text(matrix.read_text().replace("path: models/tiny-qwen3moe.gguf", f"path: {typo}"))
     plan = CliRunner().invoke(cli, ["bench", "-i", "cpu", "-m", "tiny-qwen3moe", "--dry-run"])
-    key = f"{matrix.name}: models[tiny-qwen3moe].path: "  # the file (as given) and key to fix
+    key = f"{matrix}: models[tiny-qwen3moe].path: "  # the file and key to fix, as bad input is named
     assert f"a real run refuses this model: {key}{project / typo} is absent" in plan.output, plan.output
     for args in (["fetch-model", "tiny-qwen3moe"], ["bench", "-i", "cpu", "-m", "tiny-qwen3moe"]):
         res = tk(project, *args)

@@ -170,7 +170,7 @@ def format_comparison(c: Comparison, fmt: str = "github", width: int | None = No
     cell = one_line if text else md_cell  # a side's label is a stored name: one cell of one row
     headers = [
         "test",
-        *c.id_columns,
+        *map(cell, c.id_columns),  # a test field an imported file named: `a|b` added a column
         cell(_side_head("A", c.a, c.a_settings)),
         cell(_side_head("B", c.b, c.b_settings)),
         "speedup (B/A)",

@@ -31,8 +31,8 @@ class LoadedMatrix:
 
     def __init__(self, matrix: Matrix, path: Path, *, confined: bool = False):
         self.m = matrix
-        self.path = path  # as the user gave it: every message names the file so
-        self.root = path.resolve().parent
+        self.path = path
+        self.root = path.parent
         self.confined = confined
 
     def __getattr__(self, item: str) -> Any:
@@ -258,28 +258,32 @@ def _at(node: Any, loc: tuple[Any, ...]) -> str:
     return f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
-def parse_matrix(data: Any, path: Path, *, confined: bool = False, node: Any = None) -> LoadedMatrix:
-    """Validate already-parsed YAML data (`node`: its YAML node, read_yaml's, for the lines the
-    refusals name). Raises BadInput naming file (`path` as given), line, key path and fix."""
+def parse_matrix(
+    data: Any, path: Path, *, confined: bool = False, node: Any = None, given: Path | None = None
+) -> LoadedMatrix:
+    """Validate already-parsed YAML data of the matrix at `path` (`node`: its YAML node, read_yaml's, for
+    the lines the refusals name). Raises BadInput naming the file (`given`: as the user gave it, default
+    `path`), line, key path and fix."""
+    shown = given or path
     if not isinstance(data, dict):
-        raise BadInput(f"{path}: the top level must be a mapping with schema_version, images, models, bench")
+        raise BadInput(f"{shown}: the top level must be a mapping with schema_version, images, models, bench")
     if "schema_version" not in data:
         raise BadInput(
-            f"{path}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`"
+            f"{shown}: schema_version: required key is missing: add `schema_version: {SCHEMA_VERSION}`"
         )
     if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(
-            f"{path}:{_at(node, ('schema_version',))}: schema_version: {data.get('schema_version')!r} is not "
+            f"{shown}:{_at(node, ('schema_version',))}: schema_version: {data.get('schema_version')!r} is not "
             "supported; this toolkit reads "
             f"schema_version {SCHEMA_VERSION}"
         )
-    _refuse_nul_bytes(data, path)
+    _refuse_nul_bytes(data, shown)
     try:
         m = Matrix.model_validate(data)
     except ValidationError as err:
-        raise BadInput(format_validation_error(err, path, data, node)) from None
+        raise BadInput(format_validation_error(err, shown, data, node)) from None
     loaded = LoadedMatrix(m, path, confined=confined)
-    _check_files(loaded, node)
+    _check_files(loaded, node, shown)
     return loaded
 
 
@@ -318,7 +322,7 @@ def _refuse_nul_bytes(data: Any, path: Path) -> None:
                 todo.append((f"{where}[{label if plain else i}]", item))
 
 
-def _check_files(lm: LoadedMatrix, node: Any = None) -> None:
+def _check_files(lm: LoadedMatrix, node: Any = None, shown: Path | None = None) -> None:
     for i, img in enumerate(lm.m.images):
         tpl = template_path(lm, img.template)
         if not tpl.is_file():
@@ -337,7 +341,7 @@ def _check_files(lm: LoadedMatrix, node: Any = None) -> None:
                     f"or copy {TEMPLATE_DIR}/ beside it)"
                 )
             raise BadInput(
-                f"{lm.path}:{_at(node, ('images', i, 'template'))}: images[{i}].template "
+                f"{shown or lm.path}:{_at(node, ('images', i, 'template'))}: images[{i}].template "
                 f"({_ITEM['images']} {excerpt(img.name)}): "
                 f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} {where}"
             )
@@ -545,7 +549,8 @@ def load_matrix(path: str | Path, *, confined: bool | None = None) -> LoadedMatr
         what = "not a regular file (a pipe, a device or a folder)" if there else "matrix file not found"
         raise BadInput(f"{p}: {what}; {hint}")
     data, node = _read_yaml(p)
-    return parse_matrix(data, p, confined=bool(confined), node=node)  # confined set above: the file is there
+    # confined set above: the file is there
+    return parse_matrix(data, p.resolve(), confined=bool(confined), node=node, given=p)
 
 
 def _unreadable(p: Path, err: OSError) -> BadInput:

@@ -336,8 +336,8 @@ def export_run(
     if not host_paths:  # the host's folders are not published
         run, recs, builds = scrub.published(run, recs, builds, lm.root if lm else None, store.root)
     scrubbed_notes = len(run.notes)
-    # checked before anything is written
-    copies = folder_copy.copied(lm.root, Path(lm.path)) if lm is not None else []
+    # checked before anything is written; a matrix given as a link: the file it was read from
+    copies = folder_copy.copied(lm.root, lm.path.resolve()) if lm is not None else []
     out.mkdir(parents=True, exist_ok=True)
     for name, items in (("results.jsonl", recs), ("builds.jsonl", builds)):
         tmp = out / f".{name}.tmp"

@@ -256,19 +256,27 @@ are counted (a file of 97,497 bad rows must not print 97,497 lines): `--json` li
 def said_by_reason(lines: list[str]) -> list[str]:
     """`lines` (`line N: why`, `PATH:N: why`, or a text without a place) said once per reason, in the
     order first met, with the rows it holds (`line 21: why (26 rows of this, line 21 to line 46)`: a table
-    another tool wrote is one reason, not one a row); at most SAID_REASONS lines, then one counting the
-    rest and the reasons they hold."""
-    groups: dict[str, list[str]] = {}
+    another tool wrote is one reason, not one a row); a row's reasons that differ only in their numbers
+    are one (`n_gpu_layers is -2`, `... -3`: `its numbers varying`), so 100,000 of them cannot push another
+    reason out of sight; at most SAID_REASONS lines, then one counting the rest and the reasons they hold.
+    Memory: one entry per reason, none per line."""
+    groups: dict[str, list[Any]] = {}  # reason -> [text, first place, last place, rows, its why or None]
     for text in lines:
         m = _WHERE.match(text)
         at, why = (m.group(1), m.group(2)) if m else ("", text)
-        groups.setdefault(why, []).append(at)
+        g = groups.setdefault(re.sub(r"\d+", "#", why) if at else why, [text, at, at, 0, why])
+        g[2], g[3], g[4] = at, g[3] + 1, why if why == g[4] else None  # None: its numbers vary
+    varying = ", its numbers varying"
     said = [
-        (f"{ats[0]}: {why}" if ats[0] else why)
-        + (f" ({len(ats):,} rows of this, {ats[0]} to {ats[-1]})" if len(ats) > 1 and ats[0] else "")
-        for why, ats in list(groups.items())[:SAID_REASONS]
+        first
+        + (
+            (f" ({n:,} rows of this{'' if same else varying}, {a} to {b})" if a else f" ({n:,} times)")
+            if n > 1
+            else ""
+        )
+        for first, a, b, n, same in list(groups.values())[:SAID_REASONS]
     ]
-    rest = len(lines) - sum(len(ats) for ats in list(groups.values())[:SAID_REASONS])
+    rest = len(lines) - sum(g[3] for g in list(groups.values())[:SAID_REASONS])
     more = f"... and {rest:,} more, for {len(groups) - SAID_REASONS:,} other reason(s) (`--json` lists each)"
     return said + ([more] if rest else [])
 
