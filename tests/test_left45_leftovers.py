@@ -97,7 +97,7 @@ def test_a_row_with_a_401_digit_figure_is_a_failed_row_with_the_reason_import_gi
     assert why.startswith(f"{field} ") and "(401 digits)" in why, rec.error
     (tmp_path / "big.jsonl").write_text(json.dumps(row) + "\n")
     res = tk(tmp_path, "import", "--results", "r", "--label", "x", "big.jsonl")
-    assert res.returncode == 4 and f"(line 1: {why})" in res.stderr, res.stderr
+    assert res.returncode == 4 and f"1 refused:\n  line 1: {why}\n" in res.stderr, res.stderr
 
 
 def test_a_matrix_zero_in_n_prompt_or_n_gen_is_no_value_the_records_lack(tmp_path: Path, matrix_data) -> None:
