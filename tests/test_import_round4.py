@@ -130,8 +130,8 @@ def test_a_markdown_table_and_the_same_models_jsonl_compare(tmp_path):
         and md_rec.raw["type_k"] == "f16"
         and md_rec.raw["split_mode"] == "layer"
     )
-    assert not {"n_batch", "type_k", "type_v", "split_mode", "n_cpu_moe"} & set(c.one_side_only), (
-        c.one_side_only
+    assert not {"n_batch", "type_k", "type_v", "split_mode", "n_cpu_moe"} & {*c.lacking[0], *c.lacking[1]}, (
+        c.lacking
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +32,7 @@ from tests.support.e2e_helpers import (
     second_dockerd,
     untag_image,
 )
-from tests.support.runs import reproduce_cli
+from tests.support.runs import reproduce_cli, tk
 from toolkit.cli.main import cli
 from toolkit.cli.publish import export_run, push, reproduce
 from toolkit.engine import api as engine
@@ -244,8 +245,11 @@ def test_reproduce_pulls_by_digest_and_reproduces_the_cpu_run(published, pushed,
     last = max(r.run_id for r in again)
     assert last != run_id and f"reproduced as run {last}" in output
     assert (
-        f"--run {last}`" in output and f"`toolkit compare {last} {run_id} --results " in output
-    )  # its closing lines
+        f"--run {last}`" in output and f"`toolkit compare {run_id} {last} --results " in output
+    )  # its closing lines: A the published run, B this one, as its table (nc50 S4)
+    cmd = re.findall(r"`(toolkit compare [^`]+)`", output)[-1]
+    got = json.loads(tk(Path.cwd(), *shlex.split(cmd)[1:], "--json").stdout)["result"]
+    assert (got["a"]["label"], got["b"]["label"]) == (f"run {run_id}", f"run {last}"), got
     mine = [r for r in again if r.run_id == last]
     assert len(mine) == 6 and {r.image.digest for r in mine} == {digest}
     assert all(r.status == "ok" and r.avg_ts > 0 for r in mine)

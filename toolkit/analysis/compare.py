@@ -147,13 +147,9 @@ class Comparison:
     b_settings: str = ""
     ignored: list[str] = field(default_factory=list)  # test fields only one side recorded
     ignored_by_option: list[str] = field(default_factory=list)  # of `ignored`, those given to --ignore
+    lacking: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the others: those A lacks, those B lacks
     unknown_model: int = 0  # tests left unjoined: their model is unknown (identity.model_known)
     decode_folded: bool = False  # tg rows measured at several ub folded into one (fold_decode)
-
-    @property
-    def one_side_only(self) -> list[str]:
-        """Test fields left out of the join because one side never recorded them (not --ignore's)."""
-        return [f for f in self.ignored if f not in self.ignored_by_option]
 
     @property
     def missing(self) -> bool:
@@ -394,53 +390,54 @@ def _missing_label(r: BenchRecord, fields: list[str], test: str | None = None) -
 DECODE_UB_NOTE = (
     "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
     "agree within the noise band on each side is one row (the report's rule), each side's cell its measurement "
-    "at a ub both sides measured, ub512 first (llama-bench's default; else the one with the most samples); where "
-    "they differ beyond it each ub keeps its row"
+    "at a ub both sides measured, ub512 first (llama-bench's default; else the one with the most samples), else "
+    "each side's own (tg128 at ub512 against tg128 at ub128); where they differ beyond it each ub keeps its row"
 )
 
 
 @dataclass
 class _Folded:
-    """The decode rows as the report folds them (fold_decode): the compared rows, and per side the
-    one-side tests left, as (record, label to show: None for the record's own)."""
+    """A join's rows as compared (fold_decode): the rows both sides hold (ids left to the caller), per side
+    the one-side tests left, as (record, label to show: None for the record's own), and whether a decode
+    row was folded over the micro-batch."""
 
     rows: list[CompareRow]
     only_a: list[tuple[BenchRecord, str | None]]
     only_b: list[tuple[BenchRecord, str | None]]
+    folded: bool
 
 
-def fold_decode(
-    pairs: list[tuple[BenchRecord, BenchRecord]],
-    only_a: list[BenchRecord],
-    only_b: list[BenchRecord],
-    id_cols: list[str],
-    judged: str | None = None,
-) -> _Folded | None:
-    """The decode tests (tg) of both sides folded over the micro-batch by the report's own rule
-    (tables.fold_decode_ub over a table of two columns, A and B, holding the pairs and the one-side
-    records): tg tests that differ only by ub and whose tok/s agree within noise on each side are one
-    row, each side's cell its record at a ub both sides measured, ub512 first (else the one with most
-    samples); a one-side record folded
-    into a row both sides hold is no longer missing (`judged` "A": agreeing on A decides, as
-    fold_decode_ub's). None when no row folds (the rows stay as joined)."""
+def fold_decode(j: identity.Join, judged: str | None = None) -> _Folded:
+    """The tests of join `j` as compared rows, the decode tests (tg) folded over the micro-batch by the
+    report's own rule (tables.fold_decode_ub over a table of two columns, A and B, holding the pairs and
+    the one-side records), on what the join compares (the model, the file's sha256 where every record knows
+    it, every test field both sides recorded but n_ubatch): tg tests that differ only by ub and whose tok/s
+    agree within noise on each side are one row, each side's cell its record at a ub both sides measured,
+    ub512 first (else the one with most samples); a one-side record folded into a row both sides hold is no
+    longer missing, also where no ub is on both sides (`judged` "A": agreeing on A decides, as
+    fold_decode_ub's)."""
+    records = [r for p in j.pairs for r in p] + j.only_a + j.only_b
+    sha, skip = all(map(identity.known_sha, records)), {*j.ignored, "n_ubatch"}
+
+    def alike(f: Facts) -> tuple:
+        return (f.key.model, sha and f.key.model_sha, tuple(kv for kv in f.key.test if kv[0] not in skip))
 
     def row(cells: dict[str, BenchRecord]) -> Row:
-        r = next(iter(cells.values()))
-        ids = {c: str(id_value(r, c)) for c in id_cols}
         facts = {k: Facts.of(v) for k, v in cells.items()}
-        return Row(_test_label(r), ids, (), cells=dict(cells), flags={k: [] for k in cells}, facts=facts)
+        return Row(
+            _test_label(cells.get("A") or cells["B"]), {}, (), dict(cells), {k: [] for k in cells}, facts
+        )
 
-    decode = [row({"A": x, "B": y}) for x, y in pairs if x.axis == "decode"]
-    decode += [row({"A": r}) for r in only_a if r.axis == "decode"]
-    decode += [row({"B": r}) for r in only_b if r.axis == "decode"]
-    folded, did = fold_decode_ub(Table("decode", "", ["A", "B"], id_cols, decode), judged)
-    if not did:
-        return None
+    decode = [row({"A": x, "B": y}) for x, y in j.pairs if x.axis == "decode"]
+    decode += [row({"A": r}) for r in j.only_a if r.axis == "decode"]
+    decode += [row({"B": r}) for r in j.only_b if r.axis == "decode"]
+    folded, did = fold_decode_ub(Table("decode", "", ["A", "B"], [], decode), judged, alike)
     kept = {id(r) for r in decode}
     out = _Folded(
-        [],
-        [(r, None) for r in only_a if r.axis != "decode"],
-        [(r, None) for r in only_b if r.axis != "decode"],
+        [CompareRow(_test_label(x), {}, Facts.of(x), Facts.of(y)) for x, y in j.pairs if x.axis != "decode"],
+        [(r, None) for r in j.only_a if r.axis != "decode"],
+        [(r, None) for r in j.only_b if r.axis != "decode"],
+        did,
     )
     for r in folded.rows:
         if "A" in r.facts and "B" in r.facts:
@@ -541,10 +538,19 @@ def _nothing_in_common(store: ResultStore, a: Side, b: Side, j: identity.Join) -
         )
     if j.tests_apart:  # before any --ignore: none joins two tests, whatever setting differs besides (nc47 S2)
         ta, tb = (_test_names(side) for side in (j.only_a, j.only_b))
+        tg = sorted(
+            set.intersection(*({r.test for r in s if r.axis == "decode"} for s in (j.only_a, j.only_b)))
+        )
         return BadInput(
             f"no test in common between {a.label} and {b.label}: they measured different tests (A: {ta}; "
             f"B: {tb})"
             + (f"; the models differ too: {model}" if model else "")
+            + (
+                f"; {', '.join(tg)} on both sides at other micro-batches are one test only where each side's "
+                "agree within noise, the model file and every other setting alike (the report's rule): not here"
+                if tg
+                else ""
+            )
             + "; a test's own sizes (pp N, "
             "tg N, the depth, the micro-batch) are what it is, which no --ignore joins: compare runs that "
             f"measured the same tests ({_same_tests(j.only_a, j.only_b)}, or llama-bench with the same -p, -n, "
@@ -717,22 +723,14 @@ def compare(
     ua, ub = _usable(a), _usable(b)
     _check_ignore(ua, ub, ignore)
     j = identity.match_tests(ua, ub, ignore=ignore, same_unknown_model=same_model)
-    if not j.pairs:
+    joined = fold_decode(j)  # before anything is refused: tg128 at ub512 joins tg128 at ub128
+    if not joined.rows:
         raise _nothing_in_common(store, a, b, j)
-    pairs = sorted(j.pairs, key=_pair_order)
+    rows = sorted(joined.rows, key=lambda row: _pair_order((row.fa.record, row.fb.record)))
     label_fields = identity.LABEL_FIELDS | (set(j.ignored) - set(ignore))
-    id_cols, settings = _columns_and_settings(pairs, label_fields)
-    rows = [
-        CompareRow(_test_label(x), {c: str(id_value(x, c)) for c in id_cols}, Facts.of(x), Facts.of(y))
-        for x, y in pairs
-    ]
-    only_a: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_a]
-    only_b: list[tuple[BenchRecord, str | None]] = [(r, None) for r in j.only_b]
-    folded = fold_decode(pairs, j.only_a, j.only_b, id_cols)
-    if folded:  # the decode rows where the first one stood (pairs are sorted by axis)
-        at = next((i for i, (x, _) in enumerate(pairs) if x.axis == "decode"), len(rows))
-        rest = [row for (x, _), row in zip(pairs, rows, strict=True) if x.axis != "decode"]
-        rows, only_a, only_b = rest[:at] + folded.rows + rest[at:], folded.only_a, folded.only_b
+    id_cols, settings = _columns_and_settings([(row.fa.record, row.fb.record) for row in rows], label_fields)
+    for row in rows:
+        row.ids = {c: str(id_value(row.fa.record, c)) for c in id_cols}
     tell_apart = [
         c for c in varying_columns(ua + ub, label=label_fields) if c not in (*settings_of(settings), "model")
     ]
@@ -744,12 +742,13 @@ def compare(
         threshold,
         rows,
         id_cols,
-        sorted(_missing_label(r, tell_apart, t) for r, t in only_a),
-        sorted(_missing_label(r, tell_apart, t) for r, t in only_b),
+        sorted(_missing_label(r, tell_apart, t) for r, t in joined.only_a),
+        sorted(_missing_label(r, tell_apart, t) for r, t in joined.only_b),
         ", ".join(settings["a"]),
         ", ".join(settings["b"]),
         ignored=j.ignored,
         ignored_by_option=sorted(set(ignore)),
+        lacking=j.lacking,
         unknown_model=j.unknown_model,
-        decode_folded=folded is not None,
+        decode_folded=joined.folded,
     )

@@ -100,8 +100,8 @@ def _notes(c: Comparison) -> list[str]:
         out.append(f"{c.unknown_model} test(s) not joined: {UNKNOWN_MODEL_FIX}")
     if c.ignored_by_option:
         out.append(f"left out of the join by --ignore: {', '.join(c.ignored_by_option)}")
-    if c.one_side_only:
-        out.append(f"fields recorded on one side only, left out of the join: {', '.join(c.one_side_only)}")
+    if lacks := "; ".join(f"{n} lacks {', '.join(fs)}" for n, fs in zip("AB", c.lacking, strict=True) if fs):
+        out.append(f"fields recorded on one side only, left out of the join: {lacks}")
     if c.decode_folded:
         out.append(DECODE_UB_NOTE)
     n = len(c.regressions)
@@ -304,6 +304,8 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "only_b": c.only_b,
         "ignored_fields": c.ignored,
         "ignored_by_option": c.ignored_by_option,
+        "fields_lacking_a": list(c.lacking[0]),
+        "fields_lacking_b": list(c.lacking[1]),
         "unknown_model_tests": c.unknown_model,
         "regressions": len(c.regressions),
     }

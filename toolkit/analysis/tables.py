@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -549,14 +549,17 @@ def _fingerprint_words(r: BenchRecord) -> str:
     return ", ".join(words) or "model not described"
 
 
-def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
+def fold_decode_ub(
+    t: Table, judged: str | None = None, alike: Callable[[Facts], Hashable] | None = None
+) -> tuple[Table, bool]:
     """The decode table with rows that differ only by the micro-batch folded into one (`tg64`, not `tg64
     ub512` and `tg64 ub2048`: n_ubatch does not apply to tg, facts.ub_applies) where, in every image column
     (column `judged` alone where given: reproduce's recorded side, so its rows are the published run's
     report's), their tok/s agree within noise (_agree: noise_band, stddevs known); rows that differ beyond it
     stay apart with their ub, so no measured difference is hidden. A folded cell is the record of a ub every
     column of the row measured (like with like), ub512 first (llama-bench's default), else the one with the
-    most samples; (table, whether any row was folded). Any
+    most samples; (table, whether any row was folded). `alike`: what the cells of one folded row share
+    besides the test (default: the model and every test field but n_ubatch; compare's: its join's). Any
     other table is returned as it is. The one fold every table format (report.folded_tables) and the plots
     (plots.figures) read; `--format csv` / `--json` keep every record."""
     if t.axis != "decode":
@@ -565,9 +568,7 @@ def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
     for row in t.rows:
         test, _, ub = row.test.rpartition(" ub")
         foldable = ub.isdigit() and not any(ub_applies(r) for r in row.cells.values())
-        same = frozenset(
-            (f.key.model, tuple(kv for kv in f.key.test if kv[0] != "n_ubatch")) for f in row.facts.values()
-        )
+        same = frozenset(map(alike or _alike, row.facts.values()))
         groups.setdefault(
             (test, tuple(row.ids.items()), same) if foldable else (row.test, id(row)), []
         ).append(row)
@@ -601,6 +602,11 @@ def fold_decode_ub(t: Table, judged: str | None = None) -> tuple[Table, bool]:
                     merged.folded[c] = [row.facts[c] for row in have]
         rows.append(merged.finish())
     return replace(t, rows=rows), True
+
+
+def _alike(f: Facts) -> tuple:
+    """What a report's decode cells folded into one row share: the model and every test field but n_ubatch."""
+    return (f.key.model, tuple(kv for kv in f.key.test if kv[0] != "n_ubatch"))
 
 
 def _agree(group: list[Row], judged: str | None = None) -> bool:

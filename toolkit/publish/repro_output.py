@@ -75,13 +75,14 @@ def format_reproduction(rep: Reproduction, fmt: str = "github") -> str:
 
 def next_commands(rep: Reproduction) -> dict[str, str]:
     """How to see the reproduced run and compare it with the published one: {"report": the exact `toolkit
-    report` command, "compare": `toolkit compare` (A: the reproduced run, B: the published)}, from the
-    working folder (core.paths.typed), quoted to paste; the text's closing lines (next_lines) and --json's."""
+    report` command, "compare": `toolkit compare` (A: the published run, B: the reproduced, as the table
+    reads: `--results FOLDER --against REPRODUCED`)}, from the working folder (core.paths.typed), quoted to
+    paste; the text's closing lines (next_lines) and --json's."""
     r, f = typed(rep.results), typed(rep.folder)
     return {
         "report": shell_join(["toolkit", "report", "--results", r, "--run", rep.new_run_id]),
         "compare": shell_join(
-            ["toolkit", "compare", rep.new_run_id, rep.run_id, "--results", r, "--against", f]
+            ["toolkit", "compare", rep.run_id, rep.new_run_id, "--results", f, "--against", r]
         ),
     }
 
@@ -91,7 +92,10 @@ def next_lines(rep: Reproduction) -> list[Prose]:
     see, both = next_commands(rep).values()
     return [
         Prose(f"see the reproduced run: `{see}`", see),
-        Prose(f"compare it with the published run (A: this one, B: the published): `{both}`", both),
+        Prose(
+            f"compare it with the published run (A: the published, B: this one, as in the table): `{both}`",
+            both,
+        ),
     ]
 
 

@@ -416,15 +416,11 @@ def compare_records(
         a = [r for r in a_all if r.image.name == name]
         j = identity.match_tests(a, [r for r in b_all if r.image.name == name])
         ids = [c for c in varying_columns(a) if c != "model"]
+        joined = fold_decode(j, judged="A")  # the published report's rows (a label None: the record's own)
         pairs: list[tuple[BenchRecord, BenchRecord | None, str | None]] = [
-            *((x, y, None) for x, y in j.pairs),
-            *((r, None, None) for r in j.only_a),
+            *((row.fa.record, row.fb.record, row.test) for row in joined.rows),
+            *((r, None, test) for r, test in joined.only_a),
         ]
-        folded = fold_decode(j.pairs, j.only_a, j.only_b, ids, judged="A")  # the published report's rows
-        if folded:  # the decode rows as the report shows them (the label: None for the record's own)
-            pairs = [p for p in pairs if p[0].axis != "decode"]
-            pairs += [(row.fa.record, row.fb.record, row.test) for row in folded.rows]
-            pairs += [(r, None, test) for r, test in folded.only_a if r.axis == "decode"]
         pairs.sort(
             key=lambda p: (
                 p[0].axis != "prefill",

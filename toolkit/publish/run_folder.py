@@ -499,8 +499,8 @@ def run_readme(run: PublishedRun, records: list[BenchRecord]) -> str:
             ""
             if all(imported(im.digest) for im in run.images)  # nothing to reproduce
             else f"After `toolkit reproduce .`, {code(f'toolkit report --results {REPRODUCED}')} shows the run it "
-            f"measured and {code(f'toolkit compare NEW_RUN {run.run_id} --results {REPRODUCED} --against .')} "
-            "compares it (A) with this one (B) (NEW_RUN: the run id `toolkit reproduce` prints, whose closing "
+            f"measured and {code(f'toolkit compare {run.run_id} NEW_RUN --results . --against {REPRODUCED}')} "
+            "compares this one (A) with it (B), in the order of its table (NEW_RUN: the run id it prints, whose closing "
             "lines give both commands). "
         )
         + f"From your own project, {code(f'toolkit compare YOUR_RUN {run.run_id} --against PATH/TO/THIS/FOLDER')} "

@@ -681,12 +681,14 @@ def value(r: BenchRecord) -> float | None:
 class Join:
     """Records of two sides matched test by test (compare, reproduce). `pairs`: (a, b) with equal model and
     test fields; `only_a`/`only_b`: unmatched; `ignored`: test fields present on one side only (left out of
-    the join); `apart`: when nothing matched, the fields whose values keep the sides apart."""
+    the join) and those the caller left out; `lacking`: of the first, those some record of A lacks, of B;
+    `apart`: when nothing matched, the fields whose values keep the sides apart."""
 
     pairs: list[tuple[BenchRecord, BenchRecord]] = field(default_factory=list)
     only_a: list[BenchRecord] = field(default_factory=list)
     only_b: list[BenchRecord] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    lacking: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     apart: dict[str, tuple[list, list]] = field(default_factory=dict)
     unknown_model: int = 0  # records left unmatched because their model is unknown (model_known)
     tests_apart: bool = False
@@ -728,7 +730,9 @@ def match_tests(
     keys_a = set.intersection(*(set(f) for f in fa)) if fa else set()
     keys_b = set.intersection(*(set(f) for f in fb)) if fb else set()
     common = keys_a & keys_b
-    out.ignored = sorted(((set().union(*fa, *fb) if fa or fb else set()) - common) | skip)
+    every = set().union(*fa, *fb)
+    out.ignored = sorted(every - common | skip)
+    out.lacking = (tuple(sorted(every - keys_a)), tuple(sorted(every - keys_b)))
     index: dict[tuple, list[BenchRecord]] = {}
     for r, f in zip(b, fb, strict=True):
         index.setdefault((model_fingerprint(r), tuple((k, f.get(k)) for k in sorted(common))), []).append(r)
