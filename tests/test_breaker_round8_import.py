@@ -286,7 +286,7 @@ def test_a_csv_or_sql_naming_a_column_twice_is_refused(tmp_path: Path, fmt: str)
     assert text != (DATA / f"llamabench-0c1e57098-cpu.{fmt}").read_text()
     with pytest.raises(
         BadInput,
-        match=rf"two.{fmt}: .*\(line \d+: the (header \(line 1\)|INSERT) names column 'avg_ts' twice",
+        match=rf"two.{fmt}: .*\n  line \d+: the (header \(line 1\)|INSERT) names column 'avg_ts' twice",
     ):
         _import(tmp_path, f"two.{fmt}", text)
 

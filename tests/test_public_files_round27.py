@@ -31,7 +31,7 @@ def test_a_wrappers_json_holding_vllms_printed_summary_says_so(tmp_path: Path) -
 
 def test_another_programs_json_without_a_printout_is_refused_as_before(tmp_path: Path) -> None:
     said = refused(tmp_path, "r27-r9700-llama-server-depth-bench-not-llama-bench.json")
-    assert "none of its keys (label, url, model, time, runs) is a llama-bench field)" in said, said
+    assert "none of its keys (label, url, model, time, runs) is a llama-bench field" in said, said
 
 
 def test_a_throughput_result_without_its_lengths_is_refused_as_before(tmp_path: Path) -> None:
