@@ -346,42 +346,48 @@ def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) ->
     any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
     if not set.intersection(*models.values()):  # no model every image measured: more images won't do
         bench = invocation.command("bench", "-m", "NAME")
-        shared = _shared_reports(fs, cols, models)
-        return Prose(
-            head + f"they measured different models; measure one model on each (`{bench}`"
+        data = [bench]
+        said = (
+            f"they measured different models; measure one model on each (`{bench}`"
             f"{', or import a result file of the same model' if any_imported else ''})"
-            + "".join(f"; the images that measured {m} are ranked by `{cmd}`" for m, cmd in shared),
-            *images,
-            bench,
-            *(x for pair in shared for x in pair),
         )
-    tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
-    each = "; ".join(f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items())
-    bench = invocation.command("bench")
+    else:
+        tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
+        each = "; ".join(
+            f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items()
+        )
+        bench = invocation.command("bench")
+        data = [each, bench]
+        said = (
+            f"they measured different tests ({each}); measure one test on each (`{bench}` runs "
+            f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
+        )
+    shared = _shared_reports(fs, cols)
     return Prose(
-        head + f"they measured different tests ({each}); measure one test on each (`{bench}` runs "
-        f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
-        f"{', or pick images that share one with --image' if len(images) > 2 else ''}",
+        head + said + "".join(f"; the images that measured {m} are ranked by `{cmd}`" for m, cmd in shared),
         *images,
-        each,
-        bench,
+        *data,
+        *(x for pair in shared for x in pair),
     )
 
 
-def _shared_reports(
-    fs: list[Facts], cols: dict[int, str], models: dict[str, set[str]]
-) -> list[tuple[str, str]]:
-    """(model, `toolkit report -i NAME ...`) for each model 2+ images measured, where `-i` of those
-    images' names selects no image that did not measure it (a report the verdict can rank)."""
+def _shared_reports(fs: list[Facts], cols: dict[int, str]) -> list[tuple[str, str]]:
+    """(`TEST of MODEL`, `toolkit report -i NAME ...`) per model: the images that measured its test most
+    images measured (2 at least), where `-i` of their names selects no image that did not (a report
+    the verdict ranks on that test)."""
     names = {cols[id(f.record)]: f.record.image.name for f in fs}
-    out = []
-    for m in sorted({m for ms in models.values() for m in ms}):
-        pick = sorted({names[img] for img, ms in models.items() if m in ms})
-        if sum(m in ms for ms in models.values()) > 1 and all(
-            m in ms for img, ms in models.items() if names[img] in pick
+    measured = {(model_family(f.record), f.record.test, cols[id(f.record)]) for f in fs}
+    best: dict[str, tuple[str, list[str]]] = {}
+    for m, t in sorted({(m, t) for m, t, _ in measured}):
+        pick = sorted({names[img] for mm, tt, img in measured if (mm, tt) == (m, t)})
+        if len(pick) > max(1, len(best.get(m, ("", []))[1])) and all(
+            (m, t, img) in measured for img, n in names.items() if n in pick
         ):
-            out.append((m, invocation.command("report", *(w for n in pick for w in ("-i", n)))))
-    return out
+            best[m] = (t, pick)
+    return [
+        (f"{t} of {m}", invocation.command("report", *(w for n in pick for w in ("-i", n))))
+        for m, (t, pick) in best.items()
+    ]
 
 
 def _file(r: BenchRecord) -> str:

@@ -630,7 +630,7 @@ def _print_import(res, label: str) -> None:
         ("stddev repaired", res.repaired),
         ("line(s) skipped while parsing", res.skipped),
         ("test(s) measured by several rows", res.repeated),
-        ("note(s) on what the files do not say", res.notes),
+        ("note(s) on the rows kept", res.notes),
         ("result(s) stored as failed", res.failed),
     ):
         if lines:  # repeated tests: the first ones named, the rest counted per file (one line each)

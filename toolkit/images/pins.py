@@ -758,7 +758,8 @@ def counts(results: list[PinResult]) -> dict[str, int]:
 
 
 def _short(text: str | None) -> str:
-    return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1…", text or "")
+    """`text` with each digest shortened to 12 hex, but inside a command (a code span): it is pasted."""
+    return re.sub(r"(`[^`]*`)|(sha256:[0-9a-f]{12})[0-9a-f]{52}", lambda m: m[1] or f"{m[2]}…", text or "")
 
 
 def format_pins(results: list[PinResult]) -> str:

@@ -234,28 +234,38 @@ def format_validation_error(err: ValidationError, path: Path, data: Any = None, 
         elif e["type"] == "literal_error" or e["type"].endswith("_type") or e["type"].endswith("_parsing"):
             msg = f"{msg[:200]} (got {excerpt(e.get('input'))}){_type_fix(e['type'], e.get('input'))}"
         loc = _said_once(loc, msg)
-        # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it
+        # a whole-file rule names its own key path (`vllm.max_model_len: ...`): no `(top level)` before it,
+        # and its line is that path's (none where it names none: `duplicate image name(s)`)
+        at = _at(node, e["loc"] or _named_path(msg), key="unknown key" in msg)  # the key, not its value
         lines.append(
-            f"{path}:{_at(node, e['loc'])}: {msg}"
-            if not e["loc"] and e["type"] == "value_error"
-            else f"{path}:{_at(node, e['loc'])}: {loc}: {msg}"
+            f"{path}{at}: " + ("" if not e["loc"] and e["type"] == "value_error" else f"{loc}: ") + msg
         )
     if len(errs) > 20:
         lines.append(f"... and {len(errs) - 20} more problems")
     return "invalid matrix:\n  " + "\n  ".join(lines)
 
 
-def _at(node: Any, loc: tuple[Any, ...]) -> str:
-    """` line N, column M` of the YAML node `loc` names (its deepest part `node`, the document's root,
-    holds: a mapping's key, a list's index; merged keys included), '' without a node."""
-    at = node
-    for part in loc:
+def _named_path(msg: str) -> tuple[Any, ...]:
+    """The key path a whole-file rule's message starts with (`images[0].source (image 'cpu'): ...` ->
+    ('images', 0, 'source'); `vllm: ...` -> ('vllm',)); () where it names none."""
+    named = re.match(r"\w+(\[\d+\]|\.[\w-]+)*(?=: | \()", msg)
+    return tuple(int(p) if p.isdigit() else p for p in re.findall(r"[\w-]+", named[0])) if named else ()
+
+
+def _at(node: Any, loc: tuple[Any, ...], key: bool = False) -> str:
+    """`: line N, column M` of the YAML node `loc` names (its deepest part `node`, the document's root,
+    holds: a mapping's key, a list's index; merged keys included; `key`: the last part's key, not its
+    value: an unknown key), '' without a node or a path."""
+    at = node if loc else None
+    for i, part in enumerate(loc, 1):
         if isinstance(at, yaml.MappingNode):
-            at = next((v for k, v in reversed(at.value) if k.value == part), at)
+            at = next(
+                (k if key and i == len(loc) else v for k, v in reversed(at.value) if k.value == part), at
+            )
         elif isinstance(at, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(at.value):
             at = at.value[part]
     mark = getattr(at, "start_mark", None)
-    return f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f": line {mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
 def parse_matrix(
@@ -273,7 +283,7 @@ def parse_matrix(
         )
     if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(
-            f"{shown}:{_at(node, ('schema_version',))}: schema_version: {data.get('schema_version')!r} is not "
+            f"{shown}{_at(node, ('schema_version',))}: schema_version: {data.get('schema_version')!r} is not "
             "supported; this toolkit reads "
             f"schema_version {SCHEMA_VERSION}"
         )
@@ -341,7 +351,7 @@ def _check_files(lm: LoadedMatrix, node: Any = None, shown: Path | None = None) 
                     f"or copy {TEMPLATE_DIR}/ beside it)"
                 )
             raise BadInput(
-                f"{shown or lm.path}:{_at(node, ('images', i, 'template'))}: images[{i}].template "
+                f"{shown or lm.path}{_at(node, ('images', i, 'template'))}: images[{i}].template "
                 f"({_ITEM['images']} {excerpt(img.name)}): "
                 f"{excerpt(img.template)} is not a file in {tpl.parent}{hint} {where}"
             )
