@@ -207,7 +207,7 @@ def _named_peaks(gpu_info: str) -> tuple[float, float, str] | None:
     one without figures (a product not in the table, a generic name: no yardstick). Each name is looked up
     once, none after the first without figures (a hostile gpu_info of 80,000 names is one lookup)."""
     specs = []
-    for name in set(split_gpu_info(gpu_info)):
+    for name in dict.fromkeys(split_gpu_info(gpu_info)):  # in order: of two alike, the first named
         if not (spec := spec_by_name(name)):
             return None
         specs.append(spec)
