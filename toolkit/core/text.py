@@ -269,3 +269,23 @@ def line_text(line: str) -> str:
         return line
     m = _LINE_LEAD.match(line)
     return (line[m.end() :] if m else line).rstrip(_LINE_TAIL)
+
+
+_CODE_PAGES = ("cp1252", "cp437", "cp1251", "cp1253", "cp1257", "gbk", "cp932", "cp949", "big5", "mac_roman")
+"""The code pages a console or an editor reads UTF-8 in where it is not told otherwise (Windows' ANSI and
+OEM pages, East Asian ones, old Macs): llama-bench's `±` (UTF-8 C2 B1) reads as `Â±` (cp1252), `┬▒`
+(cp437), `В±` (cp1251), `卤` (GBK), `ﾂｱ` (cp932) in them."""
+
+
+def as_written(text: str) -> str:
+    """`text` as its program wrote it, where a paste read its UTF-8 in a legacy code page (_CODE_PAGES:
+    `373.50 Â± 3.96` is `373.50 ± 3.96`): the first page whose bytes of `text` are UTF-8; else `text`
+    as it is (ASCII, or text no page's reading explains)."""
+    if text.isascii():
+        return text
+    for page in _CODE_PAGES:
+        try:
+            return text.encode(page).decode("utf-8")
+        except UnicodeError:
+            continue
+    return text

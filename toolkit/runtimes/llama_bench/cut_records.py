@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 
 from toolkit.core import jsonsafe
-from toolkit.core.text import line_text
+from toolkit.core.text import as_written, line_text
 
 MAX_CELLS = 1024
 """The most cells (md) or fields (csv) a row is split into: llama-bench prints about 50 columns; a
@@ -129,7 +129,7 @@ class StrayRows:
         if self.skipped is None:
             return
         s = line_text(line)
-        if not s.startswith("|") or cells != last[1] or "±" not in s:
+        if not s.startswith("|") or cells != last[1] or "±" not in as_written(s):
             return
         if not self.first:
             self.table, self.first = last[0], at

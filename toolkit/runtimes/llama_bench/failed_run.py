@@ -5,7 +5,8 @@ cannot be reached or crashed, a HIP exception, a failed load) holds llama-bench'
 table's header: it is llama-bench's output, and what stopped the run is written in it. A markdown table
 with llama-bench's `model` and `test` columns but no `t/s` column holds results rearranged (two
 builds side by side, a Δ% column: compare-llama-bench.py's kind, or by hand), not llama-bench's rows;
-nor does llama-sweep-bench's (`PP | TG | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s`).
+nor does llama-sweep-bench's (`PP | TG | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s`) or
+llama-batched-bench's (the same columns and `B`, `T s`, `S t/s`: B sequences decoded at once).
 Both are said by the import's refusal instead of "expected llama-bench output" (results.import_read).
 A run that stopped after some rows (a crash, an abort, a GPU lost mid-run) is imported for its rows,
 with a note naming the line that says why it did not end (`after_rows`).
@@ -37,7 +38,8 @@ LOG_LINE_MAX = 1 << 16
 
 
 _SWEEP = {"pp", "tg", "n_kv", "s_pp t/s", "s_tg t/s"}
-"""The columns of llama-sweep-bench's table (print_table's header, lower case)."""
+"""The columns of llama-sweep-bench's table (print_table's header, lower case); llama-batched-bench's
+has them too, and `b` (how many sequences each pass decodes at once)."""
 
 
 def _cells(line: str) -> list[str]:
@@ -53,10 +55,16 @@ def why_no_rows(lines: list[str]) -> str | None:
     searched (a 40 MB line of commas took 22 s in these patterns)."""
     lines = [ln if len(ln) <= LOG_LINE_MAX else "" for ln in lines]  # numbered as before
     header = next((i for i, ln in enumerate(lines, 1) if {"model", "test", "t/s"} <= set(_cells(ln))), None)
-    sweep = next((i for i, ln in enumerate(lines, 1) if _SWEEP <= set(_cells(ln))), None)
+    sweep = next(((i, c) for i, ln in enumerate(lines, 1) if _SWEEP <= (c := set(_cells(ln)))), None)
+    if sweep is not None and "b" in sweep[1]:
+        return (
+            f"the markdown table at line {sweep[0]} is llama-batched-bench's (PP, TG, B, N_KV, S_PP t/s, S_TG "
+            "t/s, S t/s: B sequences decoded at once, their tokens/s summed), not llama-bench -o md output; for "
+            "one sequence's figures run llama-bench with -p PP -n TG and import that output"
+        )
     if sweep is not None:
         return (
-            f"the markdown table at line {sweep} is llama-sweep-bench's (ik_llama.cpp: PP, TG, N_KV, S_PP t/s, "
+            f"the markdown table at line {sweep[0]} is llama-sweep-bench's (ik_llama.cpp: PP, TG, N_KV, S_PP t/s, "
             "S_TG t/s: one timed pass at each context depth), not llama-bench -o md output; for its figures "
             "run llama-bench with -p PP -n TG -d N_KV,... and import that output"
         )

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from toolkit.core import jsonsafe
-from toolkit.core.text import line_text
+from toolkit.core.text import as_written, line_text
 from toolkit.runtimes.llama_bench import cut_records, md_defaults, md_devices, md_titles
 from toolkit.runtimes.llama_bench.check import (
     ARRAY_FIELDS,
@@ -302,11 +302,12 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
 
 
 def md_cells(line: str) -> list[str]:
-    """The cells of an md table line, at most cut_records.MAX_CELLS + 1 (the last then holds the rest unsplit)."""
+    """The cells of an md table line, at most cut_records.MAX_CELLS + 1 (the last then holds the rest unsplit),
+    each as written (text.as_written: a `±` a paste read in another code page, `Â±`, is `±`)."""
     s = line_text(line)  # a byte-order mark before the header (a file saved with one), NUL bytes
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
-    return [c.strip() for c in s.split("|", cut_records.MAX_CELLS)]
+    return [as_written(c.strip()) for c in s.split("|", cut_records.MAX_CELLS)]
 
 
 MD_SEP = re.compile(r"^:?-+:?$")
@@ -390,17 +391,20 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
         if i < len(lines) and all(MD_SEP.match(c) for c in md_cells(lines[i]) if c):
             i += 1
         table: list[SourceRow] = []
+        # device lines under the table: the next run's log (this one stopped under its header: ^C)
+        after: dict[int, str] = {}
         while i < len(lines) and not is_md_header(lines[i]):
-            if "|" not in lines[i]:
-                if not _md_log_line(lines[i]):
-                    break
-                i += 1  # a log line printed into the table (stderr merged): not the table's end
-                continue
-            row = _md_row(header, md_cells(lines[i]), first + i)
-            table.append(
-                row if said is None else SourceRow(row.line, {}, "md", problem=said, notes=row.notes)
-            )
-            i += 1
+            if d := md_devices.device_line(lines[i]):  # Vulkan's has `|`: no row
+                after[d[0]] = d[1] if d[2] else after.get(d[0], d[1])
+            elif "|" not in lines[i]:
+                if not (_md_log_line(lines[i]) or not (table or lines[i].strip())):
+                    break  # a blank line before the table's first row (a paste's) does not end it
+            else:
+                row = _md_row(header, md_cells(lines[i]), first + i)
+                table.append(
+                    row if said is None else SourceRow(row.line, {}, "md", problem=said, notes=row.notes)
+                )
+            i += 1  # a log line printed into the table (stderr merged): not the table's end
         build = above
         j = i
         while j < len(lines) and not is_md_header(lines[j]):
@@ -419,7 +423,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             if devices and "gpu_info" not in row.fields:
                 row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
         out += table
-        above, devices = None, {}
+        above, devices = None, after
     strays.said()
     return out
 
