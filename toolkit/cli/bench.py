@@ -152,7 +152,7 @@ def bench(
         from toolkit.bench.runners.base import BenchOptions
 
         lm = _load(matrix_path)
-        store = _store(lm, results_dir)
+        store = _store(lm, results_dir, "bench")
         skip = ("matrix_path", "results_dir", "as_json", "dry_run", "resume")
         invocation.own(given_options(click.get_current_context(), skip))  # for the resume hint
         opts = BenchOptions(
@@ -332,10 +332,12 @@ def measure(matrix_path, results_dir, label, output, as_json, gpu, rate, command
     stderr, stdout being the JSON); the exit code is the command's (3 when a GPU fault appeared in
     the kernel log during the run)."""
     from toolkit.bench import measure as measure_mod
-    from toolkit.results import importer
+    from toolkit.results import importer, refuse_export
     from toolkit.results.records import new_run_id
 
     root = Path(results_dir) if results_dir else Path(matrix_path).resolve().parent / "results"
+    if not results_dir and (label is not None or not output):  # rows or records written to results/
+        refuse_export(root.parent, "measure")
     # named as a bench's run id: two measures of one second (a 0.05-s command, then another) wrote one
     # file, the second truncating the first's rows
     run = new_run_id()

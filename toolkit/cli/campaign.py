@@ -126,7 +126,10 @@ def submit(matrix_path, results_dir, as_json, dry_run):
 
     lm = _load(matrix_path)
     c = cmod.submit(
-        lm, _store(lm, results_dir), dry_run=dry_run, note=_err if not as_json else (lambda t: None)
+        lm,
+        _store(lm, results_dir, "campaign submit"),
+        dry_run=dry_run,
+        note=_err if not as_json else (lambda t: None),
     )
     if dry_run and not as_json:
         for s in c.slices:
@@ -235,7 +238,7 @@ def render_k8s(matrix_path, results_dir, as_json, output):
     lm = _load(matrix_path)
     out = Path(output)
     earlier = _earlier_manifests(out)
-    files, notes = cmod.write_k8s(lm, _store(lm, results_dir), out)
+    files, notes = cmod.write_k8s(lm, _store(lm, results_dir, "campaign render-k8s"), out)
     gone = sorted(set(earlier) - {Path(f) for f in files})
     for f in gone:
         f.unlink(missing_ok=True)

@@ -637,9 +637,15 @@ def _load(matrix_path: str):
     return load_matrix(matrix_path)
 
 
-def _store(lm, results_dir: str | None):
+def _store(lm, results_dir: str | None, command: str | None = None):
+    """The results store of matrix `lm`: --results, else results/ beside the matrix. `command`: the
+    command that builds or measures from the matrix (toolkit.results.refuse_export: never from a run
+    `toolkit export-run` wrote); None for one that only reads (doctor, export-run, reproduce, campaign status)."""
+    from toolkit.results import refuse_export
     from toolkit.results.records import ResultStore
 
+    if command:
+        refuse_export(lm.root, command)
     return ResultStore(Path(results_dir) if results_dir else lm.root / "results")
 
 

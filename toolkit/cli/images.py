@@ -41,7 +41,7 @@ def render(matrix_path, images, as_json):
     from toolkit.images import build as build_mod
 
     lm = _load(matrix_path)
-    store = _store(lm, None)
+    store = _store(lm, None, "render")
     out = []
     for spec in lm.select_images(images):
         res = build_mod.build_image(lm, spec, store, dry_run=True)
@@ -135,7 +135,7 @@ def build(
         from toolkit.publish import push as publish
 
         publish.push_registry(lm, registry, [spec.name for spec in lm.select_images(images)] or ["x"])
-    store = _store(lm, results_dir)
+    store = _store(lm, results_dir, "build")
     every = bool(images or all_images or push_after)  # default: what this host can run (doctor's verdict)
     specs, skipped = build_mod.select(lm, images, every=every, allow_software=allow_software_gpu)
     if not as_json:

@@ -102,7 +102,7 @@ def push(matrix_path, images, as_json, results_dir, registry, attest, dry_run):
     from toolkit.publish import push as publish
 
     lm = _load(matrix_path)
-    store = _store(lm, results_dir)
+    store = _store(lm, results_dir, "push")
     results = publish.push_images(
         lm, store, list(images), registry, attest=attest, on_line=_transfer_printer(as_json), dry_run=dry_run
     )

@@ -594,7 +594,11 @@ def _import_root(matrix_path: str, results_dir: str | None) -> Path:
     matrix nor that results/ is there (run from another folder, `cd ~`), the import makes a results/
     of this folder's own and says so on stderr, naming the project: `toolkit report` here reads it, the
     project's report does not (the import said only where it wrote)."""
+    from toolkit.results import refuse_export
+
     root = _results_root(matrix_path, results_dir)
+    if not results_dir:
+        refuse_export(root.parent, "import")
     if not (results_dir or Path(matrix_path).is_file() or root.is_dir()):
         from toolkit.matrix.api import project_hint
 

@@ -117,7 +117,7 @@ def tune(
     from toolkit.bench import tune_depth
 
     lm = _load(matrix_path)
-    store = _store(lm, results_dir)
+    store = _store(lm, results_dir, "tune")
     invocation.own(given_options(click.get_current_context(), ("matrix_path", "results_dir", "as_json")))
     (spec,) = lm.select_images((image,))
     if spec.runner != "llama-bench":

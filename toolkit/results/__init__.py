@@ -93,6 +93,24 @@ def export_beside(root: Path) -> Path | None:
     return folder if exported_run(folder) and bench_files(folder) else None
 
 
+def refuse_export(folder: Path, command: str) -> None:
+    """BadInput (exit 4) where `folder` is a run `toolkit export-run` wrote (exported_run): the folder of the
+    matrix that `toolkit COMMAND` (build, bench, tune, render, push, campaign) builds or measures from, or
+    that holds the results/ an import or a measure writes by default. Such a folder is someone's published
+    run, read and never written into: its templates are built only by `toolkit reproduce --rebuild` (its
+    own network and cache namespace), its results only beside it (reproduce/results); `toolkit bench`
+    there said `run toolkit build -i cpu`, which built them with the host's network under this host's
+    toolkit/<name>:latest tags, and wrote images/ and results/ into the folder."""
+    if exported_run(folder):
+        here = typed(folder)
+        raise BadInput(
+            f"{path_text(folder)} is a run `toolkit export-run` wrote: read here, never built, measured or written "
+            f"into by `toolkit {command}`; `{invocation.command('reproduce', here)}` re-runs it (its README's "
+            f"Reproduce block says how), `{invocation.command('report', '--results', here)}` prints its tables; "
+            "build, bench and import in a project of your own"
+        )
+
+
 def need_records_beside(
     root: Path, words: tuple[str, ...] = ("report",), reproduced: Path | None = None
 ) -> None:

@@ -1,0 +1,58 @@
+"""A newcomer in a folder `toolkit export-run` wrote (nc51 S1): `toolkit bench` there said `cpu: skipped:
+not built; run toolkit build -i cpu`, and that build (like `toolkit render`, `tune`, `import`, `measure`)
+built the stranger's templates with the host's network under this host's toolkit/<name>:latest tags and
+wrote images/, results/ and .toolkit/ into the published folder. Every command that builds or measures
+from a matrix, or writes results/ beside it by default, now refuses such a folder (exit 4) before it
+writes anything, naming `toolkit reproduce .` (results.refuse_export), in the folder and from above it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.exported import exported_folder, pasted_commands
+from tests.support.runs import tk
+
+WRITERS = (
+    ("build", "-i", "cpu", "--dry-run"),
+    ("bench", "-i", "cpu", "--dry-run"),
+    ("render", "-i", "cpu"),
+    ("tune", "-i", "cpu", "--axis", "prefill", "--budget", "1s"),
+    ("push", "-i", "cpu", "--dry-run", "--registry", "localhost:5000/me"),
+    ("campaign", "submit", "--dry-run"),
+    ("import", "--label", "mine", "rows.jsonl"),
+    ("measure", "--", "true"),
+)
+
+
+def _tree(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def test_no_command_builds_measures_or_writes_in_an_export_folder(tmp_path: Path, matrix_data: dict) -> None:
+    out = exported_folder(tmp_path, matrix_data, reproduced=False)
+    (tmp_path / "rows.jsonl").write_text((out / "results.jsonl").read_text())
+    before = _tree(out)
+    for cwd in (out, out.parent):
+        there = [] if cwd == out else ["--matrix", "r1/matrix.yaml"]
+        for args in WRITERS:
+            words = list(args)
+            if args[0] == "import":
+                words[-1] = str(tmp_path / "rows.jsonl")
+            at = 2 if args[0] == "campaign" else 1
+            got = tk(cwd, *words[:at], *there, *words[at:])
+            assert got.returncode == 4, (cwd, args, got.stdout, got.stderr)
+            assert "is a run `toolkit export-run` wrote" in got.stderr, got.stderr
+            reproduce = [c for c in pasted_commands(got.stderr) if c[0] == "reproduce"]
+            assert reproduce == [["reproduce", "." if cwd == out else "r1"]], got.stderr
+            assert _tree(out) == before, (args, _tree(out) - before)  # nothing written into the folder
+
+
+def test_reading_commands_and_reproduce_still_read_the_folder(tmp_path: Path, matrix_data: dict) -> None:
+    """The refusal is of writers only: report --results ., doctor and fetch-model (its models go where
+    run.json names them, inside the folder) read or fill the folder as before."""
+    out = exported_folder(tmp_path, matrix_data, reproduced=False)
+    assert tk(out, "report", "--results", ".").returncode == 0
+    doctor = tk(out, "doctor")
+    assert "toolkit reproduce ." in doctor.stdout + doctor.stderr
+    assert tk(out, "fetch-model", "tiny-qwen3moe", "--dry-run").returncode == 0
