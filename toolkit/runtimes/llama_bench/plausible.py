@@ -5,8 +5,8 @@ format, `toolkit bench`'s own rows and every stored-record reader (record_check.
 
 Facts (llama.cpp src/llama-model.cpp at 0c1e57098): llama-bench's `model_size` is llama_model_size, the
 sum of ggml_nbytes over the model's tensors, and `model_n_params` llama_model_n_params, the sum of their
-ggml_nelements: their ratio is the mean bytes a weight, which no ggml tensor type puts below IQ1_S's
-1.5625 bits (50 bytes a block of 256) nor above F64's 8 bytes."""
+ggml_nelements: their ratio is the mean bytes a weight, which no ggml tensor type puts below Q1_0's
+1.125 bits (18 bytes a block of 128) nor above F64's 8 bytes."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from toolkit.core.text import counted
 from toolkit.runtimes.llama_bench.check import as_int, backends_of, forward_passes, quantity
 from toolkit.runtimes.llama_bench.settings_check import gpu_devices
 
-MIN_BYTES_PER_PARAM = 0.18
-"""The fewest bytes a weight a model's tensors take on average: IQ1_S, ggml's smallest type, is
-1.5625 bits (0.195 bytes) a weight; 0.18 leaves an -o md table's two decimals (`1.52 MiB`, `0.79 M`)
+MIN_BYTES_PER_PARAM = 0.13
+"""The fewest bytes a weight a model's tensors take on average: Q1_0, ggml's smallest type, is
+1.125 bits (0.141 bytes) a weight; 0.13 leaves an -o md table's two decimals (`1.07 GiB`, `8.19 B`)
 room. Fewer is a model_size or model_n_params that is not the model's (an edited or mixed-up row)."""
 
 MAX_BYTES_PER_PARAM = 8.5
@@ -257,7 +257,7 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
         if not MIN_BYTES_PER_PARAM <= per <= MAX_BYTES_PER_PARAM:
             return (
                 f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
-                f"tensors take {MIN_BYTES_PER_PARAM:g} (IQ1_S) to 8 (F64): not this model's size or count"
+                f"tensors take {MIN_BYTES_PER_PARAM:g} (Q1_0) to 8 (F64): not this model's size or count"
             )
     return _beyond(fields, _fastest(rate, fields.get("samples_ts")), held_by(fields))
 
