@@ -106,7 +106,7 @@ def test_a_record_after_log_text_on_its_line_is_said(tmp_path):
     before, left out silently."""
     got = _imported(tmp_path, _prefixed(tmp_path, CPU_JSONL, b"llama-bench: benchmark 2/6: done "))
     assert got["records"] == 5
-    said = " ".join(got["skipped"])
+    said = " ".join(e for r in got["skipped"]["reasons"] for e in r["examples"])  # by reason (fix51a)
     assert ":2: a llama-bench record after 'llama-bench: benchmark 2' on its line: left out" in said, said
 
 

@@ -98,10 +98,12 @@ def test_compare_offers_allow_missing_first_where_a_side_cannot_measure_more(tmp
 
 def test_a_bench_run_and_an_import_of_its_model_file_show_one_size_and_one_name(tmp_path):
     """The real records of a CPU bench of tiny-qwen3moe (model file 1,611,104 bytes, llama-bench's
-    model_size 1,595,904) against an import of the same llama-bench rows (`laptop`)."""
+    model_size 1,595,904) against an import of the same llama-bench rows measured a day later (`laptop`;
+    the run's own rows are not imported again: fix51a S7)."""
     (tmp_path / "results" / "a504e0178239").mkdir(parents=True)
     shutil.copy(DATA / "results-cpu-a.jsonl", tmp_path / "results" / "a504e0178239" / "bench.jsonl")
     rows = [json.loads(ln)["raw"] for ln in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
+    rows = [{**r, "test_time": r["test_time"].replace("2026-11-29", "2026-11-30")} for r in rows]
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = tk(tmp_path, "import", "--results", "results", "--label", "laptop", "rows.jsonl")
     assert res.returncode == 0, res.stderr

@@ -99,7 +99,7 @@ def test_thousands_of_refusals_are_counted_past_a_bound_and_listed_whole_in_json
     with its count, those differing only in their numbers one (brk50b: 1,499 near-alike lines filled the
     SAID_REASONS lines and hid any other reason); past SAID_REASONS reasons the rest are counted; --json
     lists all 3,000, the failed import's and the one that kept a row alike."""
-    from toolkit.results.import_read import SAID_REASONS, said_by_reason
+    from toolkit.results.import_said import SAID_REASONS, said_by_reason
 
     f = tmp_path / "many.jsonl"
     f.write_text(_rows(*({"n_threads": 0 if i % 2 else -i} for i in range(3000)), {"n_ubatch": 0}))
@@ -107,10 +107,10 @@ def test_thousands_of_refusals_are_counted_past_a_bound_and_listed_whole_in_json
     said = [ln for ln in got.stderr.splitlines() if ln.startswith("  ")]
     assert got.returncode == 4 and len(said) == 3, got.stderr
     assert said[0] == (
-        "  line 1: n_threads is 0: a test runs on at least 1 thread (1,501 rows of this, line 1 to line 3000)"
+        "  line 1: n_threads is 0: a test runs on at least 1 thread (1,501 rows of this, lines 1 to 3000)"
     )
     assert said[1].startswith("  line 3: n_threads is -2: ") and said[1].endswith(
-        " (1,499 rows of this, its numbers varying, line 3 to line 2999)"
+        " (1,499 rows of this, its numbers varying, lines 3 to 2999)"
     )
     assert said[2].startswith("  line 3001: n_ubatch is 0"), said  # no longer out of sight
     words = [f"line {i}: {chr(97 + i % 26) * (1 + i // 26)} is wrong" for i in range(1, 3000)]
@@ -118,11 +118,12 @@ def test_thousands_of_refusals_are_counted_past_a_bound_and_listed_whole_in_json
     assert said_by_reason(words)[-1].startswith(f"... and {2999 - SAID_REASONS:,} more, for ")
     got = tk(tmp_path, "import", "--json", "--results", "r", "--label", "x", str(f))
     env = json.loads(got.stdout)
-    assert env["exit_code"] == 4 and len(env["result"]["refused"]) == 3001, got.stdout[:500]
+    assert env["exit_code"] == 4 and env["result"]["refused"]["rows"] == 3001, got.stdout[:500]
     f.write_text(f.read_text() + _rows({}))
     got = tk(tmp_path, "import", "--json", "--results", "r", "--label", "x", str(f))
     assert (
-        json.loads(got.stdout)["exit_code"] == 0 and len(json.loads(got.stdout)["result"]["refused"]) == 3001
+        json.loads(got.stdout)["exit_code"] == 0
+        and json.loads(got.stdout)["result"]["refused"]["rows"] == 3001
     )
     got = tk(tmp_path, "import", "--results", "r2", "--label", "x", str(f))
     assert got.returncode == 0 and len(got.stderr.splitlines()) < 30, got.stderr
@@ -134,12 +135,15 @@ def test_thousands_of_refusals_are_counted_past_a_bound_and_listed_whole_in_json
 @pytest.fixture
 def run_and_laptop(tmp_path: Path) -> Path:
     """results/ holding RUN_A (tg64 at ub64 and ub512) and `laptop`, an import of its first 3 raw rows
-    (pp128, pp1024 and tg64 at ub64)."""
+    (pp128, pp1024 and tg64 at ub64) measured a day later (the same rows are the run's: fix51a S7)."""
     store = tmp_path / "results" / "a504e0178239"
     store.mkdir(parents=True)
     shutil.copy(DATA / "results-cpu-a.jsonl", store / "bench.jsonl")
     rows = [json.loads(x) for x in (DATA / "results-cpu-a.jsonl").read_text().splitlines()]
-    (tmp_path / "laptop.jsonl").write_text("".join(json.dumps(r["raw"]) + "\n" for r in rows[:3]))
+    later = [
+        {**r["raw"], "test_time": r["raw"]["test_time"].replace("2026-11-29", "2026-11-30")} for r in rows[:3]
+    ]
+    (tmp_path / "laptop.jsonl").write_text("".join(json.dumps(r) + "\n" for r in later))
     got = tk(tmp_path, "import", "--results", "results", "--label", "laptop", "laptop.jsonl")
     assert got.returncode == 0, got.stderr
     return tmp_path
@@ -193,8 +197,8 @@ def test_a_verdict_of_different_models_names_the_reports_that_rank_the_images_sh
     prefill = next(ln for ln in got.stdout.splitlines() if ln.startswith("- prefill: not decided"))
     cmds = re.findall(r"are ranked by `(toolkit report [^`]+)`", prefill)
     assert cmds == [
-        "toolkit report -i big1 -i big2",
-        "toolkit report -i cpu -i laptop",
+        "toolkit report --format github -i big1 -i big2",  # the user's options kept (fix51a: F5)
+        "toolkit report --format github -i cpu -i laptop",
     ], prefill
     again = tk(run_and_laptop, *shlex.split(cmds[0])[1:], "--format", "github")
     assert again.returncode == 0 and "- prefill: **big2@import:" in again.stdout, again.stdout[:800]

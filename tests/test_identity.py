@@ -137,7 +137,7 @@ def test_nan_tok_s_is_refused_with_a_reason_and_counted(tmp_path):
     f.write_text("\n".join(src) + "\n")
     store = ResultStore(tmp_path / "results")
     res = importer.import_files(store, [f], label="x")
-    assert res.records == 5 and len(res.refused) == 1 and f"{f}:2: avg_ts is nan" in res.refused[0]
+    assert res.records == 5 and len(res.refused) == 1 and f"{f}:2: avg_ts is nan" in list(res.refused)[0]
     run = CliRunner().invoke(cli, ["import", "--results", str(tmp_path / "r2"), "--label", "x", str(f)])
     assert run.exit_code == 0 and "1 row(s) refused (not a measurement)" in run.output
 

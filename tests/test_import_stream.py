@@ -143,7 +143,9 @@ def test_a_streamed_json_array_gives_what_the_whole_file_read_gives(tmp_path: Pa
     res = _same_import(tmp_path, monkeypatch, f)
     assert res.formats == {str(f): "json"}
     assert any("not UTF-8" in s for s in res.skipped)
-    assert res.skipped[-1].startswith(f"{f}:") and "the array ends in an incomplete record" in res.skipped[-1]
+    assert (last := list(res.skipped)[-1]).startswith(
+        f"{f}:"
+    ) and "the array ends in an incomplete record" in last
     assert res.repaired  # the -nan stddev
 
 
@@ -187,7 +189,7 @@ def test_a_streamed_csv_gives_what_the_whole_file_read_gives(tmp_path: Path, mon
     )
     res = _same_import(tmp_path, monkeypatch, f)
     assert res.formats == {str(f): "csv"}
-    assert res.refused and "the header has" in res.refused[0]
+    assert res.refused and "the header has" in list(res.refused)[0]
     assert any("not UTF-8" in s for s in res.skipped)
 
 
@@ -217,7 +219,7 @@ def test_a_bad_line_in_the_middle_of_a_large_jsonl_is_a_warning_and_the_rest_imp
     assert f.stat().st_size > import_read.STREAM_ABOVE
     store, res = _import(tmp_path, "r", f)
     assert res.records == rows and len(store.results()) == rows
-    assert res.skipped == [
+    assert list(res.skipped) == [
         f"{f}:{middle + 1}: not UTF-8 (byte 28): the line was left out",
         f"{f}:{middle + 3}: not a complete JSON record (nested deeper than 64 levels)",
         f"{f}:{middle + 4}: not a complete JSON record (a number of more than 4300 digits)",

@@ -13,6 +13,9 @@ from tests.support.project import cpu_project
 from tests.support.runs import tk
 from tests.support.sinks import export_notes
 
+RUN_AXES = dict(n_prompt=[128, 1024], n_gen=[64], n_ubatch=[64, 512], n_batch=[512], repetitions=10)
+"""The bench block of the run export_notes stores (tests/data/results-cpu-a.jsonl)."""
+
 
 def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_path, matrix_data):
     axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [512, 2048], "n_batch": [2048]}
@@ -26,7 +29,7 @@ def test_an_export_names_the_axes_its_matrix_does_not_share_with_the_run(tmp_pat
 
 
 def test_an_export_whose_matrix_is_the_runs_says_nothing_of_it(tmp_path, matrix_data):
-    axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [64, 512], "n_batch": [512]}
+    axes = RUN_AXES
     err, notes = export_notes(tmp_path, matrix_data, axes)
     assert not [n for n in notes if n.startswith("matrix.yaml")], notes
     assert "matrix.yaml is the matrix" not in err
@@ -54,7 +57,7 @@ def test_a_resumed_run_or_an_import_gets_no_false_note(tmp_path, matrix_data):
     process's command only: a resumed run (one process per cross product of the missing cases) was told
     its own matrix was not its sweep. The matrix is compared with every record's values; an imported
     run (no matrix measured it) gets no such note."""
-    axes = {"n_prompt": [128, 1024], "n_gen": [64], "n_ubatch": [64, 512], "n_batch": [512]}
+    axes = RUN_AXES
 
     def first_process_only(rec):  # each record's command says only its own case, as resume_axes runs them
         cmd = [str(x) for x in rec.command]

@@ -14,7 +14,7 @@
   the reason `toolkit import` gives the same row (the row sink is real; its saver and observer are the
   stand-ins of tests/test_row_sink.py: no container here).
 - export-run's note of the matrix's axes against the run's records counted the matrix's 0 (`-p 0`, `-n
-  0`: no prompt, no generation test) as a value the records lack (publish.run_folder._matrix_not_the_run).
+  0`: no prompt, no generation test) as a value the records lack (publish.run_folder._matrix_off).
 - bench's skip line of an image that cannot run here said `it is not built yet either` for vulkan alone:
   every unbuilt image's line says it, in one wording (bench.decide; tests/test_newcomer_round17.py).
 - `compare --against DIR` kept an index per stranger's folder under the user's state folder forever,
@@ -68,15 +68,15 @@ def test_every_backtick_of_a_reports_markdown_line_is_escaped(tmp_path: Path) ->
         res = tk(tmp_path, "report", "--results", "r", "--format", fmt)
         assert res.returncode == 0, res.stderr
         assert "q\\`x" in res.stdout and "q`x" not in res.stdout, res.stdout  # the record's, escaped
-        own = "`toolkit bench --results r -m NAME`"  # the toolkit's own span renders (fix49a: nc48b S7)
-        assert f"({own}, or import" in res.stdout, res.stdout
+        # two imports: no bench measures them, the model named to import (fix51a: S8), escaped
+        assert "(import a result file of q\\`x F16 for other)" in res.stdout, res.stdout
         for line in res.stdout.splitlines():  # every other backtick pairs into one of the toolkit's spans
             rest = line.replace("\\`", "")
             spans = re.findall(r"`([^`]*)`", rest)
             assert rest.count("`") == 2 * len(spans) and set(spans) <= OWN_SPANS, line
 
 
-OWN_SPANS = {"toolkit bench --results r -m NAME", "build:"}
+OWN_SPANS = {"build:"}
 """The toolkit's own code spans in that report (its verdict's fix, the no-build-commit flag's legend)."""
 
 BIG = int("9" * 401)
@@ -104,7 +104,13 @@ def test_a_matrix_zero_in_n_prompt_or_n_gen_is_no_value_the_records_lack(tmp_pat
     """llama-bench's 0 (`-p 0`: no prompt test, `-n 0`: no generation test) is a value the matrix
     lists and no record holds as one (a decode test's n_prompt is 0 too): export-run's note said
     `n_prompt 0, 128, 1024 where the records hold 128, 1024` of the run's own matrix."""
-    axes = {"n_prompt": [0, 128, 1024], "n_gen": [0, 64], "n_ubatch": [64, 512], "n_batch": [512]}
+    axes = {
+        "n_prompt": [0, 128, 1024],
+        "n_gen": [0, 64],
+        "n_ubatch": [64, 512],
+        "n_batch": [512],
+        "repetitions": 10,
+    }
     err, notes = export_notes(tmp_path, matrix_data, axes)
     assert not [n for n in notes if n.startswith("matrix.yaml")] and "matrix.yaml is the matrix" not in err, (
         notes

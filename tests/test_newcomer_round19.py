@@ -123,8 +123,8 @@ def test_the_verdict_says_two_images_measured_different_models(tmp_path):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     # the command as the toolkit's own code span (fix49a: the line is a Prose; its names are escaped)
-    bench = f"toolkit bench --results {tmp_path / 'results'} -m NAME"  # into the folder read (fix47b)
-    assert f"they measured different models; measure one model on each (`{bench}`)" in res.stdout
+    bench = f"toolkit bench --results {tmp_path / 'results'} -i cpu -m llama-3b"  # the folder read (fix47b)
+    assert f"they measured different models; measure llama-3b on each (`{bench}`)" in res.stdout
     assert "pick images with --image" not in res.stdout
 
 

@@ -58,7 +58,8 @@ def test_report_names_the_clean_run_a_flagged_rerun_hides(tmp_path):
     notes = [x for x in res.stderr.splitlines() if "without a telemetry flag" in x]
     assert len(notes) == 1, res.stderr
     assert f"run {CLEAN_RUN} (" in notes[0], notes[0]
-    assert f"`toolkit report --results {tmp_path / 'results'} --run {CLEAN_RUN}` shows it" in notes[0]
+    again = f"toolkit report --results {tmp_path / 'results'} --format text --run {CLEAN_RUN}"  # options kept
+    assert f"`{again}` shows it" in notes[0], notes[0]
     assert "pp128 ub64" in notes[0] and "flagged host-busy" in notes[0]
     assert "telemetry flag" not in _report(tmp_path / "results", "--run", "run-busy").stderr
     clean = ResultStore(tmp_path / "clean")

@@ -143,9 +143,8 @@ def test_the_different_models_advice_fits_an_imported_image(tmp_path):
         store.add_result(r)
     res = CliRunner().invoke(cli, ["report", "--results", str(tmp_path / "results"), "--format", "github"])
     assert res.exit_code == 0, res.output
-    bench = f"toolkit bench --results {tmp_path / 'results'} -m NAME"  # into the folder read (fix47b)
-    # the toolkit's own command renders as code (fix49a: only names are escaped)
-    assert f"(`{bench}`, or import a result file of the same model)" in res.stdout, res.stdout
+    # no bench measures an import: the model this project's bench measured, imported for it (fix51a: S8)
+    assert "measure tiny on each (import a result file of tiny for pub)" in res.stdout, res.stdout
 
 
 def test_compare_of_two_models_names_them_and_offers_no_ignore(tmp_path):

@@ -37,7 +37,7 @@ def test_a_reason_every_row_shares_is_said_once_naming_its_lines(tmp_path: Path)
     assert said.count("is not a llama-bench column title") == 1, said
     assert (
         "18 refused:\n  line 3: the table's header (line 1)" in said
-        and "(18 rows of this, line 3 to line 20)" in said
+        and "(18 rows of this, lines 3 to 20)" in said
     ), said
 
 

@@ -180,9 +180,8 @@ def test_the_hidden_run_note_names_the_folder_the_report_read(tmp_path: Path) ->
         store.add_result(BenchRecord.model_validate({**r.model_dump(), **busy}))
     got = tk(tmp_path, "report", "--results", "reproduce/results", "--format", "github")
     assert got.returncode == 0, got.stderr
-    assert f"`toolkit report --results reproduce/results --run {clean_run}` shows it" in got.stderr, (
-        got.stderr
-    )
+    said = f"`toolkit report --results reproduce/results --format github --run {clean_run}` shows it"
+    assert said in got.stderr, got.stderr
     wanted = tk(tmp_path, "report", "--results", "reproduce/results", "--run", clean_run, "--format", "csv")
     assert wanted.returncode == 0 and clean_run in wanted.stdout, wanted.stderr
 

@@ -48,7 +48,7 @@ def test_the_refusals_that_were_right_are_held(tmp_path: Path) -> None:
     said = refused(tmp_path / "b", "r28-sql-readme-2025-n_depth-values-short.sql")
     assert (
         "line 37: 31 values for 33 columns" in said
-        and "(2 rows of this, its numbers varying, line 37 to line 38)" in said
+        and "(2 rows of this, its numbers varying, lines 37 to 38)" in said
     ), said
     said = refused(tmp_path / "c", "r28-csv-quoted-readme-2026-schema.csv")
     assert "line 2: 41 fields, the header has 42" in said, said

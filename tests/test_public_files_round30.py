@@ -148,5 +148,5 @@ def test_a_table_another_tool_wrote_is_refused_for_one_reason_once(tmp_path: Pat
     refused, not three times over 'line 21: ...; line 22: ...; line 23: ...; and 23 more'."""
     said = refused(tmp_path, "r30-llama-benchy-depth-ctx-pp-not-llama-bench.md")
     assert "26 refused:\n  line 21: the table's header (line 19): column 4 'peak t/s'" in said, said
-    assert said.endswith("(26 rows of this, line 21 to line 46)"), said
+    assert said.endswith("(26 rows of this, lines 21 to 46)"), said
     assert said.count("'peak t/s' is not a llama-bench column title") == 1 and "more" not in said

@@ -527,6 +527,13 @@ def model_family(r: BenchRecord) -> str:
     return _family_of(str(r.raw.get("model_type") or ""), r.model.name)
 
 
+def model_words(r: BenchRecord) -> str:
+    """model_family as a message names it: the record's model name where llama.cpp printed no size
+    (`qwen3moe ?B`, which names no model: nc50b S6); the family stays the key records are grouped by."""
+    family = model_family(r)
+    return r.model.name if "?" in family else family
+
+
 @functools.lru_cache(maxsize=4096)
 def _family_of(model_type: str, name: str) -> str:
     """model_family of a record without a stored family: the words of llama-bench's `model_type` up

@@ -73,7 +73,9 @@ def hidden_note(hidden: dict[str, list[tuple[str, list[str]]]], results: str | N
         for rid, tests in hidden.items()
     )
     first = next(iter(hidden))
-    again = invocation.command("report", "--run", first, results=Path(results) if results else None)
+    again = invocation.again(
+        "report", "--run", first, drop=("--run",), results=Path(results) if results else None
+    )
     return (
         "newest run per test: another run measured these tests without a telemetry flag where the cells "
         f"shown are flagged: {runs}; `{again}` shows it"

@@ -19,6 +19,7 @@ from toolkit.core.stats import float_or_none
 from toolkit.core.text import Prose, counted
 from toolkit.host.info import commit_words
 from toolkit.results.canary_check import canary_problem, control_problem, own_controls
+from toolkit.results.identity import type_words
 from toolkit.results.records import BenchRecord, imported
 
 _LABELS = {
@@ -160,7 +161,7 @@ def size_words(size: int | None) -> str:
 def _type_words(r: BenchRecord) -> str:
     """`, qwen3moe 30B.A3B Q4_K - Medium`: llama-bench's model_type of a record's row (architecture,
     parameters and quantization), '' where the row names none (vLLM, SGLang)."""
-    t = _text((r.raw or {}).get("model_type"))
+    t = _text(type_words((r.raw or {}).get("model_type")))
     return f", {t}" if t else ""
 
 

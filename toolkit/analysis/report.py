@@ -259,7 +259,7 @@ class Front:
 def _no_table(shown: Shown) -> str:
     """Why a report has no table: records read but none ok to tabulate, or none at all."""
     if shown.read:  # read, but nothing to tabulate: say so, never "no results"
-        again = invocation.command("report", "--json")  # as typed: --results DIR, a matrix's path (data)
+        again = invocation.again("report", "--json", drop=("--format", "--json"))  # as typed: --results DIR
         return Prose(
             f"no ok result to tabulate: {counted(shown.read, 'record')} read, {shown.failed} failed; "
             f"`{again}` lists them with their errors",
@@ -271,9 +271,18 @@ def _no_table(shown: Shown) -> str:
 def folded_tables(ts: list[Table]) -> tuple[list[Table], list[str]]:
     """The tables as every table format shows them (text, github, html; csv and json keep every
     record): decode rows folded over the micro-batch (fold_decode_ub); (tables, [DECODE_UB_NOTE] when
-    a row was folded, else [])."""
+    a row was folded, naming each row whose images' cells are of different ubs, else [])."""
     folded = [fold_decode_ub(t) for t in ts]
-    return [t for t, _ in folded], [DECODE_UB_NOTE] if any(f for _, f in folded) else []
+    tables = [t for t, _ in folded]
+    apart = [
+        f"{row.test} ({', '.join(f'{c} ub{r.n_ubatch}' for c, r in row.cells.items())})"
+        for t in tables
+        for row in t.rows
+        if t.axis == "decode" and len({r.n_ubatch for r in row.cells.values()}) > 1
+    ]
+    said = f"; no ub every image measured, so the cells differ in ub: {'; '.join(apart[:4])}" if apart else ""
+    more = f" and {len(apart) - 4} more row(s)" if len(apart) > 4 else ""
+    return tables, [DECODE_UB_NOTE + said + more] if any(f for _, f in folded) else []
 
 
 def display_tables(shown: Shown) -> tuple[list[Table], list[str], list[str]]:
@@ -308,7 +317,7 @@ def _render_text(shown: Shown, front: Front, refused: int, width: int) -> str:
     if dropped:
         notes.append(
             f"not shown at {width} columns: the {' and '.join(sorted(dropped))} columns "
-            f"(a wider terminal shows them, and so does `{invocation.command('report', '--format', 'github')}`)"
+            f"(a wider terminal shows them, and so does `{invocation.again('report', '--format', 'github', drop=('--format',))}`)"
         )
     out += [""] + [f"- {n}" for n in notes]
     return "\n".join(w for line in out for w in wrap(line, width))

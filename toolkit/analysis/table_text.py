@@ -286,7 +286,7 @@ def column_legend(ts: list[Table], short: dict[str, str]) -> list[str]:
 
 DECODE_UB_NOTE = (
     "decode rows: the micro-batch (ub) does not apply to tg, so a tg test measured at several ub whose tok/s "
-    "agree within noise is one row, its cell the measurement at a ub every image measured, ub512 first (llama-bench's "
+    "agree within noise is one row, its cell the measurement at a ub every image measured (else at one the most images measured), ub512 first (llama-bench's "
     "default; else the one with the most samples); where they differ beyond noise each ub keeps its row; every measurement is in --format csv / json"
 )
 

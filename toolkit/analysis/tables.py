@@ -38,7 +38,7 @@ from toolkit.analysis.flag_help import FLAG_HELP, TELEMETRY_VERDICT_FLAGS
 from toolkit.core import backends
 from toolkit.results import identity
 from toolkit.results.flag_claims import without_unsupported
-from toolkit.results.identity import value
+from toolkit.results.identity import type_words, value
 from toolkit.results.index import RecordSelection
 from toolkit.results.records import NO_TEST, BenchRecord
 from toolkit.runtimes.vllm.output import attention_backend_name
@@ -542,9 +542,11 @@ def _shared_model_names(records: list[BenchRecord]) -> set[str]:
 
 def _fingerprint_words(r: BenchRecord) -> str:
     """What tells a model apart from another of its name (identity.model_fingerprint: llama-bench's
-    model_type, parameters and size as its md prints them): `qwen3moe ?B Q8_0, 0.79 M, 0.81 MiB`."""
+    model_type, parameters and size as its md prints them, type_words): `qwen3moe Q8_0, 0.79 M, 0.81 MiB`."""
     words = [
-        str(x)[:60] for x in identity.model_fingerprint(r) if isinstance(x, str | int | float) and str(x)
+        type_words(x)[:60]
+        for x in identity.model_fingerprint(r)
+        if isinstance(x, str | int | float) and str(x)
     ]
     return ", ".join(words) or "model not described"
 
@@ -557,8 +559,8 @@ def fold_decode_ub(
     (column `judged` alone where given: reproduce's recorded side, so its rows are the published run's
     report's), their tok/s agree within noise (_agree: noise_band, stddevs known); rows that differ beyond it
     stay apart with their ub, so no measured difference is hidden. A folded cell is the record of a ub every
-    column of the row measured (like with like), ub512 first (llama-bench's default), else the one with the
-    most samples; (table, whether any row was folded). `alike`: what the cells of one folded row share
+    column of the row measured (like with like; else one the most columns measured), ub512 first
+    (llama-bench's default), else the one with the most samples; (table, whether any row was folded). `alike`: what the cells of one folded row share
     besides the test (default: the model and every test field but n_ubatch; compare's: its join's). Any
     other table is returned as it is. The one fold every table format (report.folded_tables) and the plots
     (plots.figures) read; `--format csv` / `--json` keep every record."""
@@ -583,8 +585,8 @@ def fold_decode_ub(
             rows.extend(group)
             continue
         merged = Row(test, dict(group[0].ids), group[0].order)
-        ubs = [{row.cells[c].n_ubatch for row in group if c in row.cells} for c in t.columns]
-        like = set.intersection(*(u for u in ubs if u))  # a ub every column measured: like with like
+        ubs = Counter(row.cells[c].n_ubatch for c in t.columns for row in group if c in row.cells)
+        like = {u for u, n in ubs.items() if n == max(ubs.values())}  # the ub most columns measured
         for c in t.columns:
             have = [row for row in group if c in row.cells]
             if have:

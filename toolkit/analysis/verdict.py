@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.analysis.caveats import smoke_caveats
-from toolkit.analysis.facts import Facts, Interval, facts_of, model_family, ran_on
+from toolkit.analysis.facts import Facts, Interval, facts_of, model_family, model_words, ran_on
 from toolkit.analysis.flag_help import held_words
+from toolkit.analysis.next_runs import no_common_note
 from toolkit.analysis.provenance import sha_words
 from toolkit.analysis.tables import (
     ReportOptions,
@@ -59,10 +60,9 @@ from toolkit.analysis.tables import (
     noise_band,
     select_latest,
 )
-from toolkit.core import invocation
 from toolkit.core.text import Prose, md_line, md_text
 from toolkit.results.identity import is_tune_trial, known_sha
-from toolkit.results.records import BenchRecord, imported
+from toolkit.results.records import BenchRecord
 
 MODEL_UNKNOWN_NOTE = (
     "left out: results whose model is unknown (model=unknown: imported rows that name no model, no "
@@ -222,8 +222,7 @@ def _group_of(f: Facts, with_family: bool) -> tuple[str, tuple]:
         name, order = f.test, (f.concurrency or 0, r.n_prompt, r.n_gen)
     else:
         name, order = r.test, (r.n_depth, r.n_prompt, r.n_gen)
-    family = model_family(r)
-    return (f"{name} [{family}]" if with_family else name), (family, *order)
+    return (f"{name} [{model_words(r)}]" if with_family else name), (model_family(r), *order)
 
 
 def _best_entries(
@@ -326,7 +325,7 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     out.groups = [Group(names[o], o, sorted(best[o].values(), key=lambda e: -e.value)) for o in common]
     _set_hosts(out, fs, cols, images, common)
     if not common:
-        out.note = _no_common_note(fs, cols, images)
+        out.note = no_common_note(fs, cols, images)
         return out
     out.noise_unknown = sorted({e.image for o in common for e in best[o].values() if not e.noise_known})
     _rank(out, best, common, images, opts.min_margin)
@@ -335,59 +334,6 @@ def _axis_verdict(latest: list[Facts], axis: str, opts: ReportOptions) -> AxisVe
     if len(shas - {None}) > 1 or (None in shas and len({f for fs_ in files.values() for f in fs_}) > 1):
         out.files, out.files_differ = files, len(shas - {None}) > 1  # unknown is not different
     return out
-
-
-def _no_common_note(fs: list[Facts], cols: dict[int, str], images: list[str]) -> str:
-    """Why no group was measured by every image, and what to run: different models (model_family, as
-    the groups are keyed: one model's files in two formats are one model), else different tests of one
-    model, each image's named (`a: tg16; b: tg128`, at most 4 each)."""
-    models = {img: {model_family(f.record) for f in fs if cols[id(f.record)] == img} for img in images}
-    head = f"no test of the same model was measured by every image ({', '.join(images)}): "
-    any_imported = any(imported(f.record.image.digest) for f in fs)  # no bench can measure it here
-    if not set.intersection(*models.values()):  # no model every image measured: more images won't do
-        bench = invocation.command("bench", "-m", "NAME")
-        data = [bench]
-        said = (
-            f"they measured different models; measure one model on each (`{bench}`"
-            f"{', or import a result file of the same model' if any_imported else ''})"
-        )
-    else:
-        tests = {img: sorted({f.record.test for f in fs if cols[id(f.record)] == img}) for img in images}
-        each = "; ".join(
-            f"{img}: {', '.join(t[:4])}{', ...' if len(t) > 4 else ''}" for img, t in tests.items()
-        )
-        bench = invocation.command("bench")
-        data = [each, bench]
-        said = (
-            f"they measured different tests ({each}); measure one test on each (`{bench}` runs "
-            f"matrix.yaml's{', or import a result file of one of them' if any_imported else ''})"
-        )
-    shared = _shared_reports(fs, cols)
-    return Prose(
-        head + said + "".join(f"; the images that measured {m} are ranked by `{cmd}`" for m, cmd in shared),
-        *images,
-        *data,
-        *(x for pair in shared for x in pair),
-    )
-
-
-def _shared_reports(fs: list[Facts], cols: dict[int, str]) -> list[tuple[str, str]]:
-    """(`TEST of MODEL`, `toolkit report -i NAME ...`) per model: the images that measured its test most
-    images measured (2 at least), where `-i` of their names selects no image that did not (a report
-    the verdict ranks on that test)."""
-    names = {cols[id(f.record)]: f.record.image.name for f in fs}
-    measured = {(model_family(f.record), f.record.test, cols[id(f.record)]) for f in fs}
-    best: dict[str, tuple[str, list[str]]] = {}
-    for m, t in sorted({(m, t) for m, t, _ in measured}):
-        pick = sorted({names[img] for mm, tt, img in measured if (mm, tt) == (m, t)})
-        if len(pick) > max(1, len(best.get(m, ("", []))[1])) and all(
-            (m, t, img) in measured for img, n in names.items() if n in pick
-        ):
-            best[m] = (t, pick)
-    return [
-        (f"{t} of {m}", invocation.command("report", *(w for n in pick for w in ("-i", n))))
-        for m, (t, pick) in best.items()
-    ]
 
 
 def _file(r: BenchRecord) -> str:

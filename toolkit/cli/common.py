@@ -397,12 +397,13 @@ def misplaced_option(err: click.ClickException, args: list[str]) -> click.ClickE
     )
 
 
-def given_options(ctx: click.Context, leave_out: tuple[str, ...] = ()) -> list[str]:
-    """The options of `ctx`'s command given on its command line, as words to type again (`--image cpu
-    --memory 24g --allow-stale`): each by its long name, a repeatable one once per value, a flag where
-    set; those named in `leave_out` (parameter names) and every one left to its default or taken from
-    the environment are not in it. Values as click parsed them (the text given, or its number)."""
-    words: list[str] = []
+def given_options(ctx: click.Context, leave_out: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The options of `ctx`'s command given on its command line, as words to type again, an option's
+    each (`[("--image", "cpu"), ("--allow-stale",)]`): each by its long name, a repeatable one once per
+    value, a flag where set; those named in `leave_out` (parameter names) and every one left to its
+    default or taken from the environment are not in it. Values as click parsed them (the text given,
+    or its number)."""
+    words: list[tuple[str, ...]] = []
     for p in ctx.command.params:
         if p.name is None or p.name in leave_out or not isinstance(p, click.Option):
             continue
@@ -411,9 +412,9 @@ def given_options(ctx: click.Context, leave_out: tuple[str, ...] = ()) -> list[s
         opt = max(p.opts, key=len)
         value = ctx.params.get(p.name)
         if p.is_flag:
-            words += [opt] if value else []
+            words += [(opt,)] if value else []
         else:
-            words += [w for v in ((value or ()) if p.multiple else [value]) for w in (opt, str(v))]
+            words += [(opt, str(v)) for v in ((value or ()) if p.multiple else [value])]
     return words
 
 

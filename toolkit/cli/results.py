@@ -18,6 +18,7 @@ from toolkit.cli.common import (
     FormatChoice,
     _err,
     echo_json,
+    given_options,
     human_format,
     json_option,
     matrix_option,
@@ -30,6 +31,7 @@ from toolkit.cli.common import (
     results_option,
     terminal_width,
 )
+from toolkit.core import invocation
 from toolkit.core.backends import IMAGE_BACKENDS
 from toolkit.core.errors import BadInput, Regression
 from toolkit.core.text import path_text, plain_ascii, shell_join
@@ -124,6 +126,8 @@ def report(
     (prefill-heavy / latency-bound decode / mixed) that crowns no cell flagged by telemetry or above
     the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
+    leave_out = ("matrix_path", "results_dir", "output", "plots_dir")  # a suggested report writes no file
+    invocation.own(given_options(click.get_current_context(), leave_out))  # kept by the reports it suggests
     root = _need_results_folder(
         _results_root(matrix_path, results_dir), matrix_path, results_dir, "report", named=False
     )
@@ -557,6 +561,8 @@ def import_(
     not finite or contradicts avg_ns is refused by itself, named FILE:LINE. Rows of one
     import that measure the same test are kept as repetitions of one cell (flagged runs-disagree when
     they differ beyond noise). A file without a usable row is bad input (exit 4), and nothing is written.
+    A row measured here before (imported, or by a bench) is left out and said. Refused rows are said, and
+    given by --json, per reason: its count, its lines, its first rows.
     jsonl, json and csv are read as a stream, at any size (md and sql: up to 64 MiB).
 
     Only these tools' formats are read: another tool's file (GuideLLM, llama-benchy's table, an HTTP
@@ -612,16 +618,23 @@ def _import_root(matrix_path: str, results_dir: str | None) -> Path:
 
 def _print_import(res, label: str) -> None:
     """A line per result set imported (stdout), then each kind of row left out or noted (stderr), said
-    once per reason (import_read.said_by_reason; repeated tests are counted by their own rule)."""
-    from toolkit.results.import_read import said_by_reason
+    once per reason (import_said.said_by_reason; repeated tests are counted by their own rule)."""
+    from toolkit.results.import_said import said_by_reason
+    from toolkit.results.records import imported
+
+    def before(s) -> str:  # a set of rows a bench here measured: its image's (nc50b S7)
+        return "imported" if imported(s.digest) else "measured here"
 
     if res.already:
         stored = ", ".join(dict.fromkeys(s.name for s in res.sets))
-        click.echo(f"{label}: these rows were imported before, under the name {stored}; nothing added")
+        how = " or ".join(dict.fromkeys(map(before, res.sets)))
+        click.echo(f"{label}: these rows were {how} before, under the name {stored}; nothing added")
     for s in res.sets:
         where = ", ".join(f"{k}={v}" for k, v in s.system.items())
         state = (
-            "already imported" if s.already else f"imported {s.records} result{'' if s.records == 1 else 's'}"
+            f"already {before(s)}"
+            if s.already
+            else f"imported {s.records} result{'' if s.records == 1 else 's'}"
         )
         click.echo(
             f"{s.name}: {state} as {s.digest}"

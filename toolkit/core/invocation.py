@@ -14,7 +14,7 @@ from pathlib import Path
 from toolkit.core.text import shell_join
 
 _GIVEN: dict[str, str] = {}
-_OWN: list[str] = []
+_OWN: list[tuple[str, ...]] = []
 
 TAKES = {
     "bench": ("matrix", "results"),
@@ -49,17 +49,20 @@ def note(option: str, value: str | None) -> None:
         _GIVEN[option] = value
 
 
-def own(args: list[str]) -> None:
-    """Note this command's own options as the user gave them (`bench -i cpu --memory 24g`: ["--image",
-    "cpu", "--memory", "24g"]; cli.common.given_options), which `again` repeats."""
-    _OWN[:] = args
+def own(options: list[tuple[str, ...]]) -> None:
+    """Note this command's own options as the user gave them, an option's words each (`bench -i cpu
+    --memory 24g --allow-stale`: [("--image", "cpu"), ("--memory", "24g"), ("--allow-stale",)];
+    cli.common.given_options), which `again` repeats."""
+    _OWN[:] = options
 
 
-def again(name: str, *args: str) -> str:
-    """`command(name, ...)` with this command's own options (`own`) before `args`: the command to run
-    again (an interrupted bench's `--resume`). Without them the hint ran another selection: every image
-    and model of the matrix where the user had asked for one (nc46 stumble S3)."""
-    return command(name, *_OWN, *args)
+def again(name: str, *args: str, drop: tuple[str, ...] = (), results: Path | None = None) -> str:
+    """`command(name, ...)` with this command's own options (`own`) but those named in `drop` (long
+    names: `args` gives them anew) before `args`: the command to run again (an interrupted bench's
+    `--resume`; a report's other selection, keeping the user's --min-margin, --run, --format: brk50b
+    F5). Without them the hint ran another selection: every image and model of the matrix where the
+    user had asked for one (nc46 stumble S3)."""
+    return command(name, *(w for o in _OWN if o[0] not in drop for w in o), *args, results=results)
 
 
 def matrix_file() -> Path:

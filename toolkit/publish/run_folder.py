@@ -196,7 +196,7 @@ def describe_run(
             f"bench: the run's axes are kept as measured, but matrix.yaml cannot express them "
             f"({bench['not_a_matrix']}): `toolkit reproduce` cannot re-run this run"
         )
-    elif lm is not None and not all(imported(d) for d in digests) and (off := _matrix_not_the_run(lm, recs)):
+    elif lm is not None and not all(map(imported, digests)) and (off := _matrix_off(lm, recs, bench)):
         notes.append(
             f"matrix.yaml is the matrix given at export ({lm.path.name}) as it is now; its bench block differs "
             f"from this run's records (results.jsonl, what was measured): {'; '.join(off)}"
@@ -218,20 +218,28 @@ def describe_run(
 _SWEPT = ("n_prompt", "n_gen", "n_ubatch", "n_batch")
 """The axes a record holds as given (n_gpu_layers is clamped to the model's layers, flash_attn's -1 is
 resolved, n_depth gains a model's depth sweep: those differ from the matrix without a different sweep)."""
+_AS_RUN = "type_k type_v split_mode n_cpu_moe repetitions runs threads cooldown_s env".split()
+"""The other settings the run's axes (axes_from_records) hold as measured (threads where the matrix sets it;
+not canary, which no vLLM or SGLang run has, nor the memory limit, which no record holds)."""
 
 
-def _matrix_not_the_run(lm: LoadedMatrix, recs: list[BenchRecord]) -> list[str]:
-    """Each llama-bench axis whose values in the exported matrix (`lm`, the one --matrix names at export
-    time) are not the values the run's records hold (`recs`: every process of the run, a resumed run's
-    too; 0, a decode test's n_prompt or a prefill test's n_gen, is no value on either side: the matrix's
-    `n_prompt: [0, 512]` is llama-bench's "no prompt test"): `n_ubatch 512, 2048 where the records hold
-    512`. A run measured with another matrix, or a matrix edited since, gets a note."""
+def _matrix_off(lm: LoadedMatrix, recs: list[BenchRecord], axes: dict[str, Any]) -> list[str]:
+    """Each bench setting whose values in the exported matrix (`lm`, the one --matrix names at export
+    time) are not the values the run measured: the llama-bench axes the records hold (`recs`: every process
+    of the run, a resumed run's too; 0, a decode test's n_prompt or a prefill test's n_gen, is no value on
+    either side: the matrix's `n_prompt: [0, 512]` is llama-bench's "no prompt test"), then every other
+    setting of the run's `axes` (_AS_RUN: repetitions too, nc50 S6): `n_ubatch 512, 2048 where the records
+    hold 512`. A run measured with another matrix, or a matrix edited since, gets a note."""
     mine = lm.bench.model_dump()
     off = []
     for k in _SWEPT:
         held = sorted({v for r in recs if isinstance(v := getattr(r, k, None), int) and v})
         if held and set(mine[k]) - {0} != set(held):
             off.append(f"{k} {_words(mine[k])} where the records hold {_words(held)}")
+    for k in _AS_RUN:
+        now, was = (sorted(v, key=str) if isinstance(v, list) else v for v in (mine[k], axes.get(k)))
+        if k in axes and now is not None and now != was:
+            off.append(f"{k} {_words(now)} where the run measured {_words(was)}")
     return off
 
 

@@ -287,6 +287,12 @@ def model_fingerprint(r: BenchRecord) -> tuple:
     return _model_fingerprint(r)
 
 
+def type_words(model_type: object) -> str:
+    """llama-bench's model_type as words that name a model (`qwen3moe 30B.A3B Q4_K - Medium`), without
+    the `?B` llama.cpp prints for a size it does not know, which names nothing (nc50b S6)."""
+    return " ".join(w for w in str(model_type or "").split() if not w.startswith("?"))
+
+
 def _model_fingerprint(r: BenchRecord) -> tuple:
     fp = (
         (

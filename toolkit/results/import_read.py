@@ -11,7 +11,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -23,6 +23,8 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.core.text import line_text
 from toolkit.core.types import is_image_id, is_sha256
+from toolkit.results.identity import type_words
+from toolkit.results.import_said import Reasons, by_reason, said_by_reason
 from toolkit.results.records import (
     IMPORTED,
     BenchRecord,
@@ -85,9 +87,9 @@ class ImportResult:
     per_file: dict[str, int] = field(default_factory=dict)
     formats: dict[str, str] = field(default_factory=dict)  # file -> jsonl | json | csv | md | sql
     sets: list[ImportedSet] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
+    refused: Reasons = field(default_factory=Reasons)
     repaired: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: Reasons = field(default_factory=Reasons)
     repeated: list[str] = field(default_factory=list)  # at most import_repeats.SAID_TESTS, then counts
     repeated_tests: int = 0  # tests measured by several rows (`repeated` names the first ones)
     notes: list[str] = field(default_factory=list)  # what a format could not say (no samples, no build)
@@ -109,7 +111,7 @@ FORMATS_HINT = (
 
 
 def read_rows(
-    path: Path, skipped: list[str] | None = None, refused: list[str] | None = None
+    path: Path, skipped: Reasons | None = None, refused: Reasons | None = None
 ) -> tuple[bytes, list[readers.SourceRow], str]:
     """The file's bytes, its llama-bench rows that are measurements, and its format; BadInput naming
     the file and what was wrong when none is. Lines that look like records but do not parse are noted
@@ -135,10 +137,12 @@ def read_rows(
             no.append((r.line, why))
         else:
             rows.append(r)
-    if skipped is not None:
-        skipped += [f"{path}:{n.removeprefix('line ')}" for n in notes]
-    if refused is not None:
-        refused += [f"{path}:{n}: {why}; row left out" for n, why in no]
+    for note in notes:
+        if skipped is not None:
+            skipped.append(f"{path}:{note.removeprefix('line ')}")
+    for n, why in no:
+        if refused is not None:
+            refused.add(why, str(path), n, "; row left out")
     if rows:
         return data, rows, fmt or ""
     if not parsed and bad:
@@ -237,52 +241,15 @@ def _utf8(text: str) -> bool:
 
 
 class NoneUsable(BadInput):
-    """Input whose every row was refused: `refused` every refusal (`line N: why` or `PATH:N: why`), the
-    message says them by reason (said_by_reason); `toolkit import --json` gives them all."""
+    """Input whose every row was refused: `refused` the refusals (`line N: why` or `PATH:N: why`) by
+    reason, which the message says (said_by_reason) and `toolkit import --json` gives."""
 
-    def __init__(self, where: str, refused: list[str]) -> None:
-        self.refused = refused
+    def __init__(self, where: str, refused: Iterable[str]) -> None:
+        self.refused = by_reason(refused)
         super().__init__(
-            f"{where}: no llama-bench result rows found that are measurements: {len(refused):,} refused:\n  "
-            + "\n  ".join(said_by_reason(refused))
+            f"{where}: no llama-bench result rows found that are measurements: {len(self.refused):,} refused:\n  "
+            + "\n  ".join(said_by_reason(self.refused))
         )
-
-
-SAID_REASONS = 20
-"""How many lines an import's list (refused rows, skipped lines, notes) says one by one; the others
-are counted (a file of 97,497 bad rows must not print 97,497 lines): `--json` lists each."""
-
-
-def said_by_reason(lines: list[str]) -> list[str]:
-    """`lines` (`line N: why`, `PATH:N: why`, or a text without a place) said once per reason, in the
-    order first met, with the rows it holds (`line 21: why (26 rows of this, line 21 to line 46)`: a table
-    another tool wrote is one reason, not one a row); a row's reasons that differ only in their numbers
-    are one (`n_gpu_layers is -2`, `... -3`: `its numbers varying`), so 100,000 of them cannot push another
-    reason out of sight; at most SAID_REASONS lines, then one counting the rest and the reasons they hold.
-    Memory: one entry per reason, none per line."""
-    groups: dict[str, list[Any]] = {}  # reason -> [text, first place, last place, rows, its why or None]
-    for text in lines:
-        m = _WHERE.match(text)
-        at, why = (m.group(1), m.group(2)) if m else ("", text)
-        g = groups.setdefault(re.sub(r"\d+", "#", why) if at else why, [text, at, at, 0, why])
-        g[2], g[3], g[4] = at, g[3] + 1, why if why == g[4] else None  # None: its numbers vary
-    varying = ", its numbers varying"
-    said = [
-        first
-        + (
-            (f" ({n:,} rows of this{'' if same else varying}, {a} to {b})" if a else f" ({n:,} times)")
-            if n > 1
-            else ""
-        )
-        for first, a, b, n, same in list(groups.values())[:SAID_REASONS]
-    ]
-    rest = len(lines) - sum(g[3] for g in list(groups.values())[:SAID_REASONS])
-    more = f"... and {rest:,} more, for {len(groups) - SAID_REASONS:,} other reason(s) (`--json` lists each)"
-    return said + ([more] if rest else [])
-
-
-_WHERE = re.compile(r"(line \d+|.*?:\d+): (.*)", re.S)
-"""A refusal's place (`line N`, `PATH:N`) and its reason."""
 
 
 def check_options(
@@ -408,7 +375,7 @@ RowWhere = tuple[str, str, str]  # (run id, image name, image digest) of a store
 def try_record(
     row: readers.SourceRow,
     src: ImportSource,
-    refused: list[str] | None,
+    refused: Reasons | None,
     **kw: Any,
 ) -> tuple[BenchRecord, bytes] | None:
     """The row's record as pass 1 makes it (its file's hash left empty, as the import's: filled in
@@ -420,7 +387,7 @@ def try_record(
         return rec, rec.model_dump_json().encode()
     except (ValidationError, ValueError, TypeError, OverflowError, PydanticSerializationError) as err:
         if refused is not None:
-            refused.append(f"{src.path}:{row.line}: {reason_of(err)[:200]}; row left out")
+            refused.add(reason_of(err)[:200], str(src.path), row.line, "; row left out")
         return None
 
 
@@ -450,8 +417,8 @@ class ImportSource:
         data: bytes | None = None,
         rows: list[readers.SourceRow] | None = None,
         start: int = 0,
-        skipped: list[str] | None = None,
-        refused: list[str] | None = None,
+        skipped: Reasons | None = None,
+        refused: Reasons | None = None,
     ) -> None:
         self.path, self.fmt, self._data, self._rows, self._start = path, fmt, data, rows, start
         self._skipped, self._refused = skipped, refused
@@ -459,7 +426,7 @@ class ImportSource:
         self.count = len(rows) if rows is not None else 0
         self.notes: set[str] = set()
         self.stopped = failed_run.after_rows(data, rows[-1].line) if data and rows else None  # a crash after
-        self._no: list[tuple[int, str]] = []
+        self._no = Reasons()  # this file's refusals, said when it has no usable row
 
     def rows(self, content: Any) -> Iterator[readers.SourceRow]:
         """The rows in file order (once); `content` (a hash) is fed the file's bytes."""
@@ -546,7 +513,7 @@ class ImportSource:
                 row = readers.SourceRow(n, obj, "jsonl")  # an ik_llama.cpp -gp row's counts read first
                 no = check_row(row.fields, twice)
                 if no:
-                    self._no.append((n, no))
+                    self._refuse(n, no)
                     continue
                 yield row
 
@@ -563,7 +530,7 @@ class ImportSource:
         for r in found:
             why = check_row(r.fields, r.problem)
             if why:
-                self._no.append((r.line, why))
+                self._refuse(r.line, why)
             else:
                 yield r
         for _rest in blocks:  # what the reader left unread (after a json array's end) is hashed too
@@ -610,17 +577,17 @@ class ImportSource:
                     text, skip = text[at:], 0
                 yield text
 
-    def finish(self) -> None:
-        """After `rows()`: the refused rows said; BadInput naming the file when none is usable."""
-        if self._rows is not None:
-            return
+    def _refuse(self, n: int, why: str) -> None:
+        self._no.add(why, "", n)
         if self._refused is not None:
-            self._refused += [f"{self.path}:{n}: {why}; row left out" for n, why in self._no]
-        if self.count:
+            self._refused.add(why, str(self.path), n, "; row left out")
+
+    def finish(self) -> None:
+        """After `rows()`: BadInput naming the file when none of its rows is usable."""
+        if self._rows is not None or self.count:
             return
         if self._no:
-            no = self._no
-            raise NoneUsable(str(self.path), [f"line {n}: {why}" for n, why in no])
+            raise NoneUsable(str(self.path), self._no)
         raise BadInput(f"{self.path}: no llama-bench result rows found; {FORMATS_HINT}")
 
 
@@ -696,7 +663,7 @@ empty stream's) magic, as `BZh` alone starts plain text too (a log line `BZh...`
 empty archive and spanned archive headers."""
 
 
-def source_of(path: Path, skipped: list[str], refused: list[str]) -> ImportSource:
+def source_of(path: Path, skipped: Reasons, refused: Reasons) -> ImportSource:
     """The rows of one file to import, read whole or as a stream (_stream_plan); BadInput for a
     compressed file (PACKED: named with the command that unpacks it, as no reader takes its bytes) and
     for a file without llama-bench rows (read_rows)."""
@@ -767,7 +734,7 @@ def _record(
         norm["stddev_ts"] = None  # unknown, as one sample's (BenchRecord); raw keeps the 0.0 printed
     mfile = str(raw.get("model_filename") or "")
     model = ModelRef(
-        name=_file_name(mfile) or str(raw.get("model_type") or "unknown"),
+        name=_file_name(mfile) or type_words(raw.get("model_type")) or "unknown",
         path=mfile,
         sha256=model_sha256,
         size_bytes=check.quantity(raw.get("model_size")) or 0,

@@ -41,6 +41,7 @@ from toolkit.results.records import (
     BenchRecord,
     ImageRef,
     ResultStore,
+    imported,
 )
 
 if TYPE_CHECKING:
@@ -233,8 +234,11 @@ def printed_again(
     return out
 
 
-def dup_note(n: int, run: str, name: str, how: str) -> str:
-    """The line that says `n` rows were left out as imported before in `run` (as `name`)."""
+def dup_note(n: int, run: str, name: str, digest: str, how: str) -> str:
+    """The line that says `n` rows were left out as imported before in `run` (as `name`), or measured
+    by a bench of this project (its image `name`, `digest` no import's: nc50b S7)."""
+    if not imported(digest):
+        return f"{n} row(s) already measured here by run {run} (image {name}): not imported again"
     if how == "md":
         return (
             f"{n} row(s) of md tables print measurements already imported in run {run} (as {name}): left out"

@@ -78,6 +78,7 @@ from toolkit.results.import_repeats import (
     repeated_keys,
     spilled,
 )
+from toolkit.results.import_said import Reasons
 from toolkit.results.records import (
     IMPORTED,
     BenchRecord,
@@ -123,7 +124,7 @@ def _read_llama_bench(store: ResultStore, paths: list[Any], o: ImportOptions, be
             f"{paths[0]}: --input-len / --output-len are the lengths of a `vllm bench` result; llama-bench "
             "output says each row's n_prompt and n_gen itself: leave them out"
         )
-    skipped, refused = list[str](), list[str]()
+    skipped, refused = Reasons(), Reasons()
     sources = [source_of(p, skipped, refused) for p in paths]
     try:
         with _spill(store.root) as spill, _spill(store.root) as aside:
@@ -239,8 +240,8 @@ def _import_rows(
     sources: list[ImportSource],
     spills: tuple[IO[bytes], IO[bytes]],
     o: ImportOptions,
-    skipped: list[str],
-    refused: list[str],
+    skipped: Reasons,
+    refused: Reasons,
     before: list[tuple[int, int] | None] | None = None,
 ) -> ImportResult:
     """The import of llama-bench rows in two passes over its rows, the costly work done once:
@@ -425,7 +426,7 @@ memory (256 rows held together cost 15 % more CPU than 16 on an import into an e
 
 
 def _pass1(
-    sources: list[ImportSource], spill: IO[bytes], refused: list[str], o: ImportOptions, tally: _Tally
+    sources: list[ImportSource], spill: IO[bytes], refused: Reasons, o: ImportOptions, tally: _Tally
 ) -> None:
     """Pass 1: every row of every file, in order, into its pass-1 record (try_record: refused rows said
     in `refused`), tallied, and spilled as `<set> <file> <spilled record>` unless imported before."""
@@ -481,8 +482,8 @@ def _result_before_writing(
     sets: dict[tuple, ImportedSet],
     content: str,
     dup_stored: dict[tuple[RowWhere, str], int],
-    skipped: list[str],
-    refused: list[str],
+    skipped: Reasons,
+    refused: Reasons,
 ) -> ImportResult:
     """The import's result before a record is written, each set marked `already` when the store holds
     it (named as stored: that is the name report and compare know it by); `already` when every row or
@@ -496,7 +497,7 @@ def _result_before_writing(
         sets=list(sets.values()),
         skipped=skipped,
         refused=refused,
-        duplicates=[dup_note(n, run, name, how) for ((run, name, _d), how), n in sorted(dup_stored.items())],
+        duplicates=[dup_note(n, *where, how) for (where, how), n in sorted(dup_stored.items())],
     )
     if not sets and not dup_stored:
         raise NoneUsable(", ".join(str(src.path) for src in sources), refused)

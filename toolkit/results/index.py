@@ -20,7 +20,7 @@ and what a reader needs to choose among records without reading them all:
     facets    each (image name, digest, model name, model size, gpu_info) seen
     problems  one row per refused line: file, line and why (the warning text ResultStore.results()
               gives, without the `file:line: ` prefix)
-    imported  per record that came from `toolkit import`: its digests (StoredImports)
+    imported  per ok record (an import's or a bench's): its digests (StoredImports)
 
 with indexes on recs' run and facet (a run's or an image's records found without reading the others)
 and on imported's digests.
@@ -577,7 +577,7 @@ def _stable(v):
 
 
 class StoredImports:
-    """The records of a results folder that came from `toolkit import` (the index's `imported` rows), asked by
+    """The ok records of a results folder, imported or measured by a bench (the index's `imported` rows), asked by
     digest while an import reads its files (import_repeats.StoredRows): the index is brought in line with the
     JSONL once, then each batch of rows is one query (memory holds a batch, not the folder). `any`, `timed`,
     `untimed`: whether it holds such records, such records but md-table rows, md-table rows. A context manager

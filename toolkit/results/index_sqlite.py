@@ -35,7 +35,7 @@ from toolkit.results.records import (
 )
 from toolkit.results.sequence import CLOCK_SKEW_BACK_S, TRUSTED_SEQ, counter, store_of, written_at
 
-INDEX_SCHEMA = 12  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
+INDEX_SCHEMA = 13  # 2: seq, timed, written (runs ordered by the store's sequence, clock skew); 3: tune;
 # 4: imported (the digests `toolkit import` matches rows imported before by); 5: sum (line_sum);
 # 6: imported's digests by digest64's Python-hash form, imported_shown on (untimed, shown); recs_run,
 # recs_facet (compare's sides found without reading every row); 7: keys.data (key_data); 8: no has_value;
@@ -43,6 +43,7 @@ INDEX_SCHEMA = 12  # 2: seq, timed, written (runs ordered by the store's sequenc
 # 10: key_data's five parts one JSON text a line (index_rows.key_of reads each distinct part once);
 # 11: mac (index_trust: every row keyed by the user's own key, a stranger's or an edited row not trusted)
 # 12: files.nrows (the rows written of each file, under its MAC: a deleted row is told, index_trust.verify)
+# 13: imported holds every ok record's digests, a bench's too (its rows imported again are found: nc50b S7)
 
 
 EDGE_BYTES = 4096  # bytes hashed at each end of the indexed part of a file to tell an append from an edit
@@ -406,7 +407,7 @@ class ResultIndex:
                     recs.append(
                         (*row, *sums, self._mac("recs", sql_text((fid, n, off, length, *macd, *sums))))
                     )
-                    if rec.status == "ok" and (rec.model_extra or {}).get("imported"):
+                    if rec.status == "ok":  # a bench's record too: its rows imported again are no new ones
                         got = (fid, n, *_stored_digests()(rec, key))
                         imported.append((*got, self._mac("imported", got)))
             if problem is not None:
@@ -749,8 +750,7 @@ class ResultIndex:
 
 
 def _stored_digests():
-    """import_keys.stored_digests, imported when a record that came from an import is indexed (a
-    report of `toolkit bench` records never loads the import's readers)."""
+    """import_keys.stored_digests, imported when a record is first indexed."""
     from toolkit.results.import_keys import stored_digests
 
     return stored_digests
