@@ -127,7 +127,7 @@ def test_the_device_index_of_a_long_devices_value(tmp_path):
         r = make_record("a", "rocm", n=128, avg=50.0, raw={"devices": devs})
         assert _timed(roofline.gpu_use, r) < SLOW
         use = roofline.gpu_use(r)
-        assert use.count is None and len(use.note) < 400
+        assert use.count == 1 and not use.specs and len(use.note) < 400  # one device listed, which not known
     r = make_record("a", "rocm", n=128, avg=50.0, raw={"devices": "ROCm0"})
     assert roofline.gpu_use(r).count == 1
 

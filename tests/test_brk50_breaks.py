@@ -46,14 +46,14 @@ def test_a_row_with_no_layers_on_the_gpu_is_the_hosts_as_the_report_reads_it(tmp
 
 
 def test_a_gpu_info_of_80000_names_is_looked_up_once(monkeypatch) -> None:
-    """F4: _named_peaks looked up every name of a row's gpu_info (80,000 copies of `NVIDIA H200` in 1 MB:
+    """F4: _named_peaks (now _card, over the devices used_gpus read) looked up every name of a row's gpu_info (80,000 copies of `NVIDIA H200` in 1 MB:
     80,000 lookups, each row, twice: the validity pass and the import's note), and every one of a list
     whose first name has no figures. Now each distinct name once, none after the first without figures."""
     seen: list[str] = []
     real = plausible.spec_by_name
     monkeypatch.setattr(plausible, "spec_by_name", lambda name: seen.append(name) or real(name))
-    assert plausible._named_peaks(", ".join(["NVIDIA H200"] * 80_000))[2] == "NVIDIA H200"
+    assert plausible._card(["NVIDIA H200"] * 80_000).product == "80000 x NVIDIA H200"
     assert seen == ["NVIDIA H200"]
     seen.clear()
-    assert plausible._named_peaks(", ".join(f"GPU {i}" for i in range(1000))) is None
+    assert plausible._card([f"GPU {i}" for i in range(1000)]) is None
     assert len(seen) == 1

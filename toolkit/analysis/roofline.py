@@ -32,17 +32,16 @@ roofline, with a note (weights_on_host: its ceiling, every weight on the GPUs, s
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, split_gpu_info
+from toolkit.core.gpuspecs import GpuSpec, is_generic_name, spec_by_name, spec_by_pci, summed
 from toolkit.models import gguf_meta
 from toolkit.results.records import BenchRecord
 from toolkit.runtimes.llama_bench import check, plausible
 from toolkit.runtimes.llama_bench.plausible import MIN_ACTIVE_SHARE, ActiveShare
+from toolkit.runtimes.llama_bench.settings_check import device_names
 
 
 @dataclass(frozen=True)
@@ -146,26 +145,11 @@ def model_params(r: BenchRecord) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Which GPUs a record ran on
 
-_NON_GPU_BACKENDS = {"", "cpu", "blas"}
 PARALLEL_SPLITS = ("row", "tensor", "tensor-parallel")  # every card works on every layer at once
 
 
 def _extra(r: BenchRecord, key: str) -> Any:
     return (r.model_extra or {}).get(key)
-
-
-def _gpu_backend(r: BenchRecord) -> bool | None:
-    """Whether the run used a GPU backend: llama-bench's `backends`, else (vLLM, SGLang imports,
-    which write none) the image's backend; None when neither says (an import without --backend) or
-    the devices were RPC servers' only (`RPC`: another host's devices, of a kind the row does not say)."""
-    if r.backends:
-        tokens = {t.strip().lower() for t in re.split(r"[,;/ ]+", r.backends)}
-        if r.image.backend != "cpu" and tokens - _NON_GPU_BACKENDS - {"rpc"}:
-            return True
-        return None if r.image.backend != "cpu" and "rpc" in tokens else False
-    if r.image.backend == "cpu":
-        return False
-    return True if backends.llama_name(r.image.backend) else None
 
 
 def passed_gpus(r: BenchRecord) -> list[dict[str, Any]] | None:
@@ -211,22 +195,17 @@ def _int_arg(cmd: list[str], *flags: str) -> int | None:
 
 
 def _not_on_a_gpu(r: BenchRecord, info: str) -> GpuUse | None:
-    """The GpuUse of a run that used no GPU (count 0) or cannot tell (None), with why; None otherwise."""
-    if any(m in info.lower() for m in backends.SOFTWARE_MARKERS):
-        return GpuUse(0, note=f"ran on a software Vulkan device ({info}), not a GPU")
-    on_gpu = _gpu_backend(r)
-    if on_gpu is None and not info:
+    """The GpuUse of a run its record, not its row, says used no GPU (a CPU image's: count 0) or cannot
+    tell (None: no `backends`, a backend not known, no GPU named); None otherwise (plausible.used_gpus reads
+    the row)."""
+    if r.image.backend == "cpu":
+        return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
+    if not r.backends and not info and not backends.llama_name(r.image.backend):
         return GpuUse(
             None,
             note=f"the backend is unknown ({r.image.backend!r}: imported without --backend) and the "
             "record names no GPU, so the GPU is unknown",
         )
-    if on_gpu is False:
-        return GpuUse(0, note=f"a CPU run (backend {r.backends or r.image.backend})")
-    if str((r.raw or {}).get("devices", "")).strip() == "none":
-        return GpuUse(0, note="llama-bench -dev none: ran on the CPU")
-    if r.n_gpu_layers == 0:
-        return GpuUse(0, note="no layers on the GPU (-ngl 0)")
     return None
 
 
@@ -234,7 +213,7 @@ def _visible_gpus(r: BenchRecord, info: str) -> tuple[list[str], list[GpuSpec | 
     """(names, specs, source) of the GPUs the run saw: gpu_info's, with generic or absent names
     replaced by the PCI ids of the cards passed in, else the host's only discrete GPU."""
     passed = passed_gpus(r)
-    visible = split_gpu_info(info)
+    visible = device_names(info)
     names, specs = list(visible), [spec_by_name(n) for n in visible]
     source = "gpu_info"
     if passed and (not visible or len(visible) == len(passed)):
@@ -270,44 +249,21 @@ def _vllm_use(r: BenchRecord, names: list[str], specs: list[GpuSpec | None], sou
     return GpuUse(n, tuple(specs[:n]), tuple(names[:n]), split, source + " + vLLM parallel sizes")
 
 
-_MAX_DEVICE_DIGITS = 4  # `ROCm0`...`Vulkan9999`: a longer number is no device index
-
-
-def _device_index(name: str) -> int:
-    """The index at the end of a `-dev` device name (`ROCm1` -> 1), -1 where it ends in no digit or
-    in more than _MAX_DEVICE_DIGITS (a stored record's text: counted without a pattern, linear)."""
-    d = name.strip()
-    digits = len(d) - len(d.rstrip("0123456789"))
-    return int(d[-digits:]) if 0 < digits <= _MAX_DEVICE_DIGITS else -1
-
-
 def gpu_use(r: BenchRecord) -> GpuUse:
-    """How many GPUs the run of record `r` used and which products they are (see the module text)."""
-    raw = r.raw or {}
+    """How many GPUs the run of record `r` used and which products they are (see the module text): a
+    llama-bench row's as plausible.used_gpus reads it (the import's bounds and note read the same), among
+    the devices it saw (_visible_gpus)."""
     info = r.gpu_info or ""
     if (none := _not_on_a_gpu(r, info)) is not None:
         return none
     names, specs, source = _visible_gpus(r, info)
-    if not names:
-        return GpuUse(None, note="the record names no GPU (empty gpu_info, no device list)")
-    if r.runner.startswith("vllm"):
+    if r.runner.startswith("vllm") and names:
         return _vllm_use(r, names, specs, source)
-    devs = str(raw.get("devices") or "auto").strip()
-    shown = devs if len(devs) <= 64 else devs[:63] + "…"  # a stored record's text, in a note
-    if devs != "auto":  # `-dev ROCm0/ROCm1`: those devices, by their index in the backend's list
-        idx = [_device_index(d) for d in devs.split("/")]
-        if any(i < 0 or i >= len(names) for i in idx):  # unknown: no count the yardstick could read
-            return GpuUse(None, note=f"llama-bench -dev {shown}: cannot tell which of {names} these are")
-        names, specs = [names[i] for i in idx], [specs[i] for i in idx]
-        source += f" + -dev {shown}"
-    split = str(raw.get("split_mode") or "layer").strip().lower()
-    if split == "none" and len(names) > 1:  # `-sm none`: only main_gpu
-        main = int(raw.get("main_gpu") or 0)
-        if not 0 <= main < len(names):
-            return GpuUse(None, note=f"main_gpu {main} is not one of the {len(names)} devices")
-        names, specs = [names[main]], [specs[main]]
-        source += " + -sm none"
-    return GpuUse(len(names), tuple(specs), tuple(names), "single" if len(names) == 1 else split, source)
+    fields = {**(r.raw or {}), "gpu_info": info, "backends": r.backends, "n_gpu_layers": r.n_gpu_layers}
+    used = plausible.used_gpus(fields, names)
+    if not used.at:
+        return GpuUse(used.count, note=used.how)
+    return GpuUse(used.count, tuple(specs[i] for i in used.at), used.names, used.split, source + used.how)
 
 
 def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, str]:
@@ -327,7 +283,7 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
     if use.count == 1:
         return spec, f"{spec.product} ({spec.source})"
     products = sorted({s.product for s in use.specs if s})
-    if len(products) > 1:
+    if len(products) > 1 and not ceiling:
         return None, f"{use.count} GPUs of different products ({', '.join(products)}): no single yardstick"
     if use.split not in PARALLEL_SPLITS and not ceiling:
         return None, (
@@ -335,14 +291,10 @@ def yardstick(use: GpuUse, *, ceiling: bool = False) -> tuple[GpuSpec | None, st
             f"the bound lies between one card's peak and {use.count}x; no roofline for multi-GPU "
             "layer/pipeline splits"
         )
+    total = summed([s for s in use.specs if s])
+    if len(products) > 1:
+        return total, f"{total.product}, split {use.split}: ceiling = the sum of the cards' peaks"
     n = use.count
-    total = dataclasses.replace(
-        spec,
-        product=f"{n} x {spec.product}",
-        mem_bw_gbs=spec.mem_bw_gbs * n,
-        fp16_matrix_tflops=spec.fp16_matrix_tflops * n,
-        compute_units=spec.compute_units * n,
-    )
     if use.split not in PARALLEL_SPLITS:
         return total, f"{n} x {spec.product}, split {use.split}: ceiling = {n} x one card's (not reachable)"
     return (

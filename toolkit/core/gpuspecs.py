@@ -36,7 +36,10 @@ RX 9070 XT c0, RX 9070 GRE c2, RX 9070 c3; 0x7551: R9700 c0, R9600D c8), so AMD 
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 AMD = "0x1002"
@@ -363,3 +366,20 @@ def split_gpu_info(gpu_info: str) -> list[str]:
     if text[start:].strip():
         out.append(text[start:].strip())
     return [d for d in out if d]
+
+
+def summed(specs: Sequence[GpuSpec]) -> GpuSpec:
+    """GPU devices `specs` (one entry a device, of any products; at least one) as one: memory bandwidth,
+    dense FP16 matrix rate and compute units summed (the most any split of a model over them reaches
+    together: a ceiling), named `2 x AMD Radeon AI PRO R9700` or `AMD Radeon RX 7900 XTX + AMD Radeon AI PRO
+    R9700`; one device is its own spec."""
+    if len(specs) == 1:
+        return specs[0]
+    counts = Counter(s.product for s in specs)
+    return dataclasses.replace(
+        specs[0],
+        product=" + ".join(f"{n} x {p}" if n > 1 else p for p, n in counts.items()),
+        mem_bw_gbs=sum(s.mem_bw_gbs for s in specs),
+        fp16_matrix_tflops=sum(s.fp16_matrix_tflops for s in specs),
+        compute_units=sum(s.compute_units for s in specs),
+    )

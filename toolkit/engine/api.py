@@ -57,6 +57,7 @@ from toolkit.engine.containers import (
     volume_exists,
 )
 from toolkit.engine.images import (
+    BUILD_RETRY,
     BuildOutcome,
     ImageInfo,
     buildx_builders,

@@ -445,14 +445,21 @@ START_TRIES = 3
 """How many times in all a container whose start failed with a runtime flake is created and started."""
 
 
-class _StartFlake(Exception):
-    """`container.start()` failed with the engine's error `err` for the OCI runtime's own reason
-    (RUNTIME_FLAKES): nothing ran. Raised only by _start, so no error of a run that started (a callback's
-    quoting the output, the engine's) is taken for one."""
+def is_runtime_flake(text: str) -> bool:
+    """Whether `text` (an engine's error, a build's cause of a failed step) is the OCI runtime failing to start
+    a container for its own reason (RUNTIME_FLAKES)."""
+    return any(flake in text for flake in RUNTIME_FLAKES)
 
-    def __init__(self, err: Exception) -> None:
-        super().__init__(str(err))
-        self.err = err
+
+class _StartFlake(Exception):
+    """A container's start failed for the OCI runtime's own reason (RUNTIME_FLAKES): nothing ran. `last` is
+    what the last try gives its caller: the engine's error (raised) or a build's outcome (returned). Raised
+    only by _start and by run_buildx of a build whose failed step's cause is one, so no error of a run that
+    started (a callback's quoting the output, the engine's) is taken for one."""
+
+    def __init__(self, last: Any, why: str) -> None:
+        super().__init__(why)
+        self.last = last
 
 
 def _start(container) -> None:
@@ -460,21 +467,28 @@ def _start(container) -> None:
     try:
         container.start()
     except Exception as err:
-        if any(text in str(err) for text in RUNTIME_FLAKES):
-            raise _StartFlake(err) from err
+        if is_runtime_flake(str(err)):
+            raise _StartFlake(err, str(err)) from err
         raise
 
 
-def _retrying(start: Callable[[], T]) -> T:
-    """`start()`, called again a second later when its container's start was a runtime flake (_StartFlake),
-    START_TRIES times in all; the engine's last error is raised."""
+def _retrying(start: Callable[[], T], on_retry: Callable[[str], None] | None = None) -> T:
+    """`start()`, called again a second later when a container's start in it was a runtime flake (_StartFlake),
+    START_TRIES times in all; the last try's error is raised, or its outcome returned (a build's). `on_retry`
+    is told before each retry: which try comes and why."""
     attempt = 1
     while True:
         try:
             return start()
         except _StartFlake as flake:
             if attempt >= START_TRIES:
-                raise flake.err from None
+                if isinstance(flake.last, BaseException):
+                    raise flake.last from None
+                return flake.last
+            if on_retry:
+                on_retry(
+                    f"try {attempt + 1} of {START_TRIES}: a container did not start, the OCI runtime's own failure: {flake}"
+                )
         attempt += 1
         time.sleep(1.0)
 

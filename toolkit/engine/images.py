@@ -19,6 +19,7 @@ from toolkit.core import jsonsafe
 from toolkit.core.errors import BadInput
 from toolkit.core.types import is_image_id
 from toolkit.engine.choice import cli, client, is_podman
+from toolkit.engine.containers import _retrying, _StartFlake, is_runtime_flake
 
 
 @dataclass
@@ -178,12 +179,36 @@ def run_buildx(
 ) -> BuildOutcome:
     """Run a buildx command, streaming its plain progress to `on_line` and to `log_path`. A `podman
     build` command's output is kept as is in the log and handed to `on_line` in BuildKit's plain
-    progress shape (`PodmanSteps`), so one reader counts and shows the steps of both."""
+    progress shape (`PodmanSteps`), so one reader counts and shows the steps of both. A build that failed
+    because a RUN step's container did not start for the OCI runtime's own reason (failed_start) is run
+    again as a container's start is (containers._retrying: START_TRIES in all; BuildKit's and buildah's
+    cache keep the steps done), each try's output added to the log and `on_line` told `BUILD_RETRY ...`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
     t0 = time.monotonic()
+
+    def once() -> BuildOutcome:
+        out, why = _build_once(cmd, log_path, on_line, timeout, t0)
+        if why:
+            raise _StartFlake(out, why)
+        return out
+
+    return _retrying(once, lambda why: on_line(f"{BUILD_RETRY} {why}") if on_line else None)
+
+
+BUILD_RETRY = "retrying the build,"
+"""How run_buildx's line to `on_line` before a build's next try begins (BuildSteps shows it and starts over)."""
+
+
+def _build_once(
+    cmd: list[str], log_path: Path, on_line: Callable[[str], None] | None, timeout: float, t0: float
+) -> tuple[BuildOutcome, str | None]:
+    """One run of build command `cmd` (run_buildx), its output added to `log_path`: its outcome (seconds since
+    `t0`) and, where it failed because a step's container did not start, the cause (failed_start)."""
     steps: set[str] = set()
     cached: set[str] = set()
-    with log_path.open("w", buffering=1) as log:  # line-buffered: the kept log is complete even after a kill
+    flake = None
+    with log_path.open("a", buffering=1) as log:  # line-buffered: the kept log is complete even after a kill
         log.write("$ " + shlex.join(cmd) + "\n")
         proc = subprocess.Popen(
             cmd,
@@ -199,6 +224,7 @@ def run_buildx(
             assert proc.stdout is not None
             for raw in proc.stdout:
                 log.write(raw)
+                flake = flake or failed_start(raw)
                 for line in podman(raw.rstrip("\n")) if podman else [raw]:
                     _count_step(line, steps, cached)
                     if on_line:
@@ -209,7 +235,28 @@ def run_buildx(
             raise
         finally:
             timer.cancel()
-    return BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
+    out = BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
+    return out, flake if rc != 0 else None
+
+
+_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+"""A Go-quoted text (`%q`): the command a failed step's error line quotes."""
+
+
+def failed_start(line: str) -> str | None:
+    """The cause in a build's error line (BuildKit's `#7 ERROR: process "/bin/sh -c ..." did not complete
+    successfully: CAUSE`, `ERROR: failed to solve: ...`; buildah's `Error: building at STEP "RUN ...":
+    CAUSE`), its quoted command as `""`, where the cause is a container start the OCI runtime failed for
+    its own reason (containers.is_runtime_flake), else None. The step's quoted command is left out (a RUN step whose
+    command holds the words fails for its own reason), and so is its output (`#7 0.123 ...`)."""
+    text = line.strip()
+    head = text.split(" ", 1)
+    if head[0].startswith("#") and head[0][1:].isdigit() and len(head) > 1:
+        text = head[1]
+    if not text[:6].lower().startswith("error"):
+        return None
+    cause = _QUOTED.sub('""', text)
+    return cause[:300] if is_runtime_flake(cause) else None
 
 
 BUILD_STOP_GRACE_S = 30.0

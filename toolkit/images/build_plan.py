@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import invocation, stats
+from toolkit.engine.api import BUILD_RETRY
 from toolkit.host.devices import detect_gpus
 from toolkit.host.doctor import ImageLike, image_verdict
 
@@ -159,7 +160,10 @@ class BuildSteps:
             return
         m = _VERTEX.match(line)
         if not m:
-            if line.startswith("ERROR") or line.startswith("error:"):
+            if line.startswith(BUILD_RETRY):  # the build's next try (engine.run_buildx): its steps afresh
+                for kept in (self.pending, self.running, self.steps, self.tail):
+                    kept.clear()
+            if line.startswith(("ERROR", "error:", BUILD_RETRY)):
                 self._say(line)
             return
         vid, rest = m.groups()

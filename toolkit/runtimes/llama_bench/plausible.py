@@ -13,14 +13,15 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import backends
-from toolkit.core.gpuspecs import spec_by_name, split_gpu_info
+from toolkit.core.gpuspecs import GpuSpec, spec_by_name, summed
 from toolkit.core.text import counted
 from toolkit.runtimes.llama_bench.check import as_int, backends_of, forward_passes, quantity
-from toolkit.runtimes.llama_bench.settings_check import gpu_devices
+from toolkit.runtimes.llama_bench.settings_check import device_names
 
 MIN_BYTES_PER_PARAM = 0.13
 """The fewest bytes a weight a model's tensors take on average: Q1_0, ggml's smallest type, is
@@ -165,82 +166,154 @@ def least_share(fields: dict[str, Any]) -> float:
     return share.params_share if share and share.source != "dense" else MIN_ACTIVE_SHARE
 
 
-def _machine(fields: dict[str, Any]) -> tuple[bool, int | None, tuple[float, float, str] | None]:
-    """(ran on the host's CPUs alone, its GPU devices: settings_check.gpu_devices, _named_peaks) of row
-    `fields`, from the fields they read (cached: a file's rows name one machine; of texts over 1 KiB only the
-    last is kept: a file repeating one long text reads it once, and no hostile file holds 256 of 1 MB each)."""
-    info, raw = fields.get("gpu_info"), fields.get("backends")
-    texts = (
-        (len(info) if isinstance(info, str) else 0)
-        + len(str(raw or ""))
-        + len(str(fields.get("devices") or ""))
-    )
-    return (_machine_of if texts <= 1024 else _machine_long)(
-        info if isinstance(info, str) else None,
-        str(fields.get("devices") or ""),
-        str(raw or ""),
+@dataclass(frozen=True)
+class UsedGpus:
+    """The GPU devices that ran a llama-bench row, as its own fields say (used_gpus): `count` 0 where the
+    host's CPUs ran it, None where the row cannot say how many, else how many; `at` their places among
+    the devices the process saw and `names` theirs, () where the row does not say which (a `-dev` device it
+    cannot place); `split` its split_mode (`single` for one device); `how` why 0 or None, else what chose
+    them (` + -dev ROCm1`, ` + -sm none`; "" for every device seen)."""
+
+    count: int | None
+    at: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
+    split: str = "single"
+    how: str = ""
+
+
+def used_gpus(fields: dict[str, Any], seen: Sequence[str] | None = None) -> UsedGpus:
+    """Which GPU devices ran row `fields`: the ONE reading of the import's bounds and note (held_by,
+    beyond_peak) and of the report's roofline (analysis/roofline.gpu_use, which passes as `seen` the devices
+    the run saw, with a device profile's names for generic ones; default: gpu_info's, settings_check.device_names).
+    None of them (0, the host's CPUs): a software device (llvmpipe), `-dev none`, `-ngl 0`, or backends naming
+    only host backends (backends.CPU_SIDE_NAMES) and no device, of a build after the backend registry
+    (_before_registry: an older CANN build printed `CPU`). Unknown (None): RPC in its backends (another host's
+    devices, which the row does not name), or no device named. `-dev D1/D2`: those, each by the index its
+    name ends in, where the row names one GPU backend or its devices are one product (CUDA and Vulkan list a
+    card twice: a `Vulkan0`'s place is not known), else how many but not which; split_mode none over
+    several: main_gpu alone, an index into them; else every device seen."""
+    return _used(*_gpu_fields(fields), None if seen is None else tuple(seen))
+
+
+_GpuFields = tuple[str, str, str, bool, bool, str, int]
+
+
+def _gpu_fields(fields: dict[str, Any]) -> _GpuFields:
+    """What used_gpus reads of row `fields`: gpu_info, devices, backends (check.backends_of), whether it
+    predates the backend registry, whether -ngl is 0, split_mode, main_gpu."""
+    info = fields.get("gpu_info")
+    return (
+        info if isinstance(info, str) else "",
+        str(fields.get("devices") or "").strip(),
         backends_of(fields),
         _before_registry(fields),
         as_int(fields.get("n_gpu_layers")) == 0,
+        str(fields.get("split_mode") or "layer").strip().lower(),
+        as_int(fields.get("main_gpu")) or 0,
     )
 
 
+def _used(
+    info: str, devices: str, raw: str, old: bool, no_layers: bool, split: str, main: int, seen: tuple | None
+) -> UsedGpus:
+    """used_gpus of the fields _gpu_fields read, the devices seen `seen` (None: gpu_info's)."""
+    gpu_backends = {n for n in backends.llama_names(raw) if n not in backends.CPU_SIDE_NAMES}
+    if backends.is_software_device(info):
+        return UsedGpus(0, how=f"ran on a software Vulkan device ({info[:64]}), not a GPU")
+    if devices.lower() == "none":
+        return UsedGpus(0, how="llama-bench -dev none: ran on the CPU")
+    if no_layers:
+        return UsedGpus(0, how="no layers on the GPU (-ngl 0)")
+    if "rpc" in gpu_backends:
+        return UsedGpus(None, how="backends name RPC: another host's devices may have run it, unnamed")
+    names = seen if seen is not None else tuple(device_names(info))
+    if not names and raw and not gpu_backends and not old:
+        return UsedGpus(0, how=f"a CPU run (backend {raw[:40]})")
+    at, how = tuple(range(len(names))), ""
+    if (
+        devices and devices.lower() != "auto"
+    ):  # `-dev ROCm0/ROCm1`: those, by their index in the backend's list
+        devs = [d for d in devices.split("/") if d.strip()]
+        shown = devices if len(devices) <= 64 else devices[:63] + "…"  # a stored record's text, in a note
+        at, how = tuple(_device_index(d) for d in devs), f" + -dev {shown}"
+        if any(not 0 <= i < len(names) for i in at) or len(gpu_backends) > 1 and len(set(names)) > 1:
+            return UsedGpus(
+                len(devs), how=f"llama-bench -dev {shown}: cannot tell which of {len(names)} devices"
+            )
+    if not at:
+        return UsedGpus(None, how="the record names no GPU (empty gpu_info, no device list)")
+    if split == "none" and len(at) > 1:  # `-sm none`: main_gpu alone, an index into the devices used
+        if not 0 <= main < len(at):
+            return UsedGpus(1, how=f"main_gpu {main} is not one of the {len(at)} devices")
+        at, how = (at[main],), how + " + -sm none"
+    return UsedGpus(len(at), at, tuple(names[i] for i in at), "single" if len(at) == 1 else split, how)
+
+
+_MAX_DEVICE_DIGITS = 4  # `ROCm0`...`Vulkan9999`: a longer number is no device index
+
+
+def _device_index(name: str) -> int:
+    """The index at the end of a `-dev` device name (`ROCm1` -> 1), -1 where it ends in no digit or
+    in more than _MAX_DEVICE_DIGITS (a stored record's text: counted without a pattern, linear)."""
+    d = name.strip()
+    digits = len(d) - len(d.rstrip("0123456789"))
+    return int(d[-digits:]) if 0 < digits <= _MAX_DEVICE_DIGITS else -1
+
+
+def _machine(fields: dict[str, Any]) -> tuple[UsedGpus, GpuSpec | None]:
+    """(used_gpus, their figures summed: _card) of row `fields` (cached: a file's rows name one machine; of
+    texts over 1 KiB only the last is kept: a file repeating one long text reads it once, and no hostile file
+    holds 256 of 1 MB each)."""
+    key = _gpu_fields(fields)
+    return (_machine_of if len(key[0]) + len(key[1]) + len(key[2]) <= 1024 else _machine_long)(key)
+
+
 @functools.lru_cache(maxsize=256)
-def _machine_of(
-    info: str | None, devices: str, raw: str, names: str, old: bool, no_layers: bool
-) -> tuple[bool, int | None, tuple[float, float, str] | None]:
-    """_machine of a row of gpu_info `info`, `devices`, backends `raw` (derived: `names`), of a
-    llama-bench before the backend registry or not (`old`: then a CANN build printed `CPU`). On the host
-    (as the report's roofline reads it: analysis/roofline): `-dev none`, `-ngl 0` (`no_layers`), or
-    backends naming only host backends (backends.CPU_SIDE_NAMES) and no GPU device."""
-    n = gpu_devices({"gpu_info": info, "devices": devices, "backends": raw})
-    cpu = not n and backends.from_llama_names(names) == "cpu" and not old
-    return no_layers or devices.strip().lower() == "none" or cpu, n, _named_peaks(info or "")
+def _machine_of(key: _GpuFields) -> tuple[UsedGpus, GpuSpec | None]:
+    """_machine of the fields _gpu_fields read."""
+    used = _used(*key, None)
+    return used, _card(used.names)
 
 
 _machine_long = functools.lru_cache(maxsize=1)(_machine_of.__wrapped__)
 
 
-def _named_peaks(gpu_info: str) -> tuple[float, float, str] | None:
-    """(bytes/s, FLOP/s, product) of one GPU device of a row's `gpu_info` at its peak (core/gpuspecs:
-    memory bandwidth, dense FP16 matrix rate): the fastest product it names, None where it names none, or
-    one without figures (a product not in the table, a generic name: no yardstick). Each name is looked up
-    once, none after the first without figures (a hostile gpu_info of 80,000 names is one lookup)."""
-    specs = []
-    for name in dict.fromkeys(split_gpu_info(gpu_info)):  # in order: of two alike, the first named
+def _card(names: Sequence[str]) -> GpuSpec | None:
+    """The GPU devices `names` (one a device) at their peak together (gpuspecs.summed: memory bandwidth,
+    dense FP16 matrix rate), None where there are none or one has no figures (a product not in the table, a
+    generic name: no yardstick). Each distinct name is looked up once, none after the first without figures
+    (a hostile gpu_info of 80,000 names is one lookup)."""
+    found: dict[str, GpuSpec] = {}
+    for name in dict.fromkeys(names):
         if not (spec := spec_by_name(name)):
             return None
-        specs.append(spec)
-    if not specs:
-        return None
-    top = max(specs, key=lambda s: (s.mem_bw, s.flops))
-    return top.mem_bw, max(s.flops for s in specs), top.product
+        found[name] = spec
+    return summed([found[n] for n in names]) if found else None
 
 
 def held_by(fields: dict[str, Any], slack: float = CARD_SLACK) -> tuple[float, float, str]:
     """(bytes/s, FLOP/s, what reads and computes them) the row `fields` is held to: HOST_BYTES_S and
-    HOST_FLOP_S where it ran on the host's CPUs alone (_machine); where its gpu_info or devices name N GPU
-    devices (settings_check.gpu_devices), N x `slack` x their product's peak (_named_peaks), at most
-    DEVICE_BYTES_S and DEVICE_FLOP_S a device (those for a product without figures) and MAX_BYTES_S,
-    MAX_FLOP_S in all; MAX_BYTES_S and MAX_FLOP_S (any machine) where they name none (an md table, RPC)."""
+    HOST_FLOP_S where it ran on the host's CPUs alone (used_gpus); where N GPU devices ran it, `slack` x their
+    peak summed (_card), at most DEVICE_BYTES_S and DEVICE_FLOP_S a device (those for a product without
+    figures) and MAX_BYTES_S, MAX_FLOP_S in all; MAX_BYTES_S and MAX_FLOP_S (any machine) where the row does
+    not say how many (an md table, RPC)."""
     return _held(_machine(fields), slack)
 
 
-def _held(
-    machine: tuple[bool, int | None, tuple[float, float, str] | None], slack: float
-) -> tuple[float, float, str]:
+def _held(machine: tuple[UsedGpus, GpuSpec | None], slack: float) -> tuple[float, float, str]:
     """held_by of a row whose _machine is `machine`."""
-    host, n, card = machine
-    if host:
+    used, card = machine
+    n = used.count
+    if n == 0:
         return HOST_BYTES_S, HOST_FLOP_S, "the largest host (the row names no GPU device)"
     if not n:
         return MAX_BYTES_S, MAX_FLOP_S, "any machine"
-    each = (slack * card[0], slack * card[1]) if card else (DEVICE_BYTES_S, DEVICE_FLOP_S)
+    most = (slack * card.mem_bw, slack * card.flops) if card else (MAX_BYTES_S, MAX_FLOP_S)
     return (
-        min(n * min(each[0], DEVICE_BYTES_S), MAX_BYTES_S),
-        min(n * min(each[1], DEVICE_FLOP_S), MAX_FLOP_S),
+        min(most[0], n * DEVICE_BYTES_S, MAX_BYTES_S),
+        min(most[1], n * DEVICE_FLOP_S, MAX_FLOP_S),
         f"the {counted(n, 'GPU device')} the row names"
-        + (f" ({card[2]}, at most {slack:g} x its peak)" if card else ""),
+        + (f" ({card.product}, at most {slack:g} x its peak)" if card else ""),
     )
 
 
@@ -271,11 +344,11 @@ BEYOND_PEAK = (
 
 def beyond_peak(fields: dict[str, Any], rate: float | None) -> str | None:
     """Why `rate` (tok/s, a row's mean) of row `fields` is beyond the peak of the GPU devices it names
-    (held_by at 1 x _named_peaks: the ceiling the report's roofline flags bw-above-peak or
+    (held_by at 1 x _card: the ceiling the report's roofline flags bw-above-peak or
     compute-above-peak), None where it is not or they have no figures: a row the validity pass kept
     (within CARD_SLACK of it), which the import names."""
     machine = _machine(fields)
-    if machine[0] or not machine[1] or machine[2] is None:
+    if not machine[0].count or machine[1] is None:
         return None
     return _beyond(fields, rate, _held(machine, 1.0))
 

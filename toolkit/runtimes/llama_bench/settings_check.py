@@ -46,19 +46,23 @@ def _int(v: Any) -> int | None:
 
 
 def gpu_devices(fields: dict[str, Any]) -> int | None:
-    """How many GPU devices the row says it could use: its `devices` (`-dev`), else its gpu_info; None when
-    it names none (a CPU row, an md table without gpu_info) or runs over RPC."""
+    """How many GPU devices the row says it could use: its `devices` (`-dev`), else its gpu_info
+    (device_names); None when it names none (a CPU row, an md table without gpu_info) or runs over RPC."""
     if "rpc" in str(fields.get("backends") or "").lower():
         return None
     dev = str(fields.get("devices") or "").strip()
     if dev and dev.lower() not in ("auto", "none"):
         return len([d for d in dev.split("/") if d.strip()])
     info = fields.get("gpu_info")
-    if not isinstance(info, str) or not info.strip():
-        return None
-    # llama-bench before the device registry (2024) and ik_llama.cpp join the descriptions with "/"
-    # (get_gpu_info: `id += "/"`), mainline since with ", ": counting both never counts too few devices
-    return sum(len([d for d in part.split("/") if d.strip()]) or 1 for part in split_gpu_info(info))
+    return len(device_names(info)) or None if isinstance(info, str) else None
+
+
+def device_names(gpu_info: str) -> list[str]:
+    """The GPU devices a row's `gpu_info` names, one entry a device, in order: mainline llama-bench joins
+    their descriptions with ", " (gpuspecs.split_gpu_info), llama-bench before the device registry (2024)
+    and ik_llama.cpp with "/" (get_gpu_info: `id += "/"`): both are split, so a description holding "/"
+    can only count more devices, never fewer."""
+    return [d.strip() for part in split_gpu_info(gpu_info) for d in part.split("/") if d.strip()]
 
 
 SWITCH_FIELDS = ("no_kv_offload", "cpu_strict", "embeddings", "no_host", "repack", "no_op_offload")
