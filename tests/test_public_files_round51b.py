@@ -14,7 +14,7 @@ What was wrong (11 of 15 read right before, 15 of 15 after):
   refused as before;
 - a Q1_0 model (ggml's 1-bit type: 18 bytes a block of 128, 0.141 bytes a weight) was refused as
   "0.14 bytes a weight: a GGUF's tensors take 0.18 (IQ1_S) to 8": the floor is Q1_0's now
-  (plausible.MIN_BYTES_PER_PARAM 0.13, with the md table's rounding).
+  (plausible.MIN_BYTES_PER_PARAM["Q1_0"] 0.13, with the md table's rounding).
 """
 
 from __future__ import annotations

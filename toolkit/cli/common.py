@@ -569,22 +569,21 @@ def results_folder(
 
 def written_results_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of the --results of a command that writes records or builds there (bench, import,
-    build, tune, ...): results_folder's refusals, and a folder `toolkit export-run` wrote (a published
-    run, read as results by report and compare --against: toolkit.results.exported_run) is bad input
-    (exit 4): a bench or an import into it mixed this host's records into the run a customer was sent,
+    build, tune, ...): results_folder's refusals, and a folder `toolkit export-run` wrote or one inside it
+    (a published run, read as results by report and compare --against: toolkit.results.export_holding) is
+    bad input (exit 4): a bench or an import into it mixed this host's records into the run a customer was sent,
     and a re-export shipped them. An empty path (`--results ''`: a script's unset variable) is bad input
     too: it imported into the default results/, as output_parent refuses `-o ''`."""
     _refuse_empty(value)
     value = results_folder(ctx, param, value, writes=True)
-    if value is None or not os.path.isdir(value):
-        return value
-    from toolkit.results import exported_run
+    from toolkit.core.paths import typed
+    from toolkit.results import export_holding
 
-    if exported_run(Path(value)):
+    if value is not None and (export := export_holding(Path(value))):
         raise click.BadParameter(
-            f"{path_text(value)} is a run folder `toolkit export-run` wrote (run.json, results.jsonl): report "
-            "and compare --against read it, nothing writes records into it; pass --results of a results "
-            "folder of your own (default: results/ beside the matrix)"
+            f"{path_text(typed(export))} is a run folder `toolkit export-run` wrote (run.json, results.jsonl): report "
+            "and compare --against read it, nothing writes records into it or a folder inside it; pass "
+            "--results of a results folder of your own (default: results/ beside the matrix)"
         )
     return value
 

@@ -126,7 +126,9 @@ def report(
     (prefill-heavy / latency-bound decode / mixed) that crowns no cell flagged by telemetry or above
     the GPU's peak. The html page also plots
     GPU power and clocks over each run shown."""
-    leave_out = ("matrix_path", "results_dir", "output", "plots_dir")  # a suggested report writes no file
+    # a suggested report writes no file: nor an html page's format (pasted, it wrote results/report.html, or
+    # was refused in an export's folder)
+    leave_out = ("matrix_path", "results_dir", "output", "plots_dir", *["fmt"] * (fmt == "html"))
     invocation.own(given_options(click.get_current_context(), leave_out))  # kept by the reports it suggests
     root = _need_results_folder(
         _results_root(matrix_path, results_dir), matrix_path, results_dir, "report", named=False

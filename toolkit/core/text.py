@@ -278,14 +278,17 @@ OEM pages, East Asian ones, old Macs): llama-bench's `±` (UTF-8 C2 B1) reads as
 
 
 def as_written(text: str) -> str:
-    """`text` as its program wrote it, where a paste read its UTF-8 in a legacy code page (_CODE_PAGES:
-    `373.50 Â± 3.96` is `373.50 ± 3.96`): the first page whose bytes of `text` are UTF-8; else `text`
-    as it is (ASCII, or text no page's reading explains)."""
+    """A line of llama-bench's table as it wrote it, where a paste read its UTF-8 in a legacy code page
+    (_CODE_PAGES: `373.50 Â± 3.96` is `373.50 ± 3.96`, and every other character of that line with it): the
+    first page whose bytes of `text` are UTF-8 holding a `±`, the one non-ASCII character llama-bench writes;
+    else `text` as it is (ASCII; a name in Chinese, Cyrillic, Japanese: `专业`, `ДЕ` are UTF-8 in GBK's bytes
+    too, but no `±`). Linear in `text`."""
     if text.isascii():
         return text
     for page in _CODE_PAGES:
         try:
-            return text.encode(page).decode("utf-8")
+            if "±" in (read := text.encode(page).decode("utf-8")):
+                return read
         except UnicodeError:
             continue
     return text

@@ -180,7 +180,7 @@ def run_buildx(
     """Run a buildx command, streaming its plain progress to `on_line` and to `log_path`. A `podman
     build` command's output is kept as is in the log and handed to `on_line` in BuildKit's plain
     progress shape (`PodmanSteps`), so one reader counts and shows the steps of both. A build that failed
-    because a RUN step's container did not start for the OCI runtime's own reason (failed_start) is run
+    because a RUN step's container did not start for the OCI runtime's own reason (error_cause) is run
     again as a container's start is (containers._retrying: START_TRIES in all; BuildKit's and buildah's
     cache keep the steps done), each try's output added to the log and `on_line` told `BUILD_RETRY ...`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,10 +204,11 @@ def _build_once(
     cmd: list[str], log_path: Path, on_line: Callable[[str], None] | None, timeout: float, t0: float
 ) -> tuple[BuildOutcome, str | None]:
     """One run of build command `cmd` (run_buildx), its output added to `log_path`: its outcome (seconds since
-    `t0`) and, where it failed because a step's container did not start, the cause (failed_start)."""
+    `t0`) and, where it failed because a step's container did not start, the cause its last error line gives
+    (error_cause: the engine's own, after any a step printed)."""
     steps: set[str] = set()
     cached: set[str] = set()
-    flake = None
+    cause = None
     with log_path.open("a", buffering=1) as log:  # line-buffered: the kept log is complete even after a kill
         log.write("$ " + shlex.join(cmd) + "\n")
         proc = subprocess.Popen(
@@ -224,7 +225,7 @@ def _build_once(
             assert proc.stdout is not None
             for raw in proc.stdout:
                 log.write(raw)
-                flake = flake or failed_start(raw)
+                cause = cause if (said := error_cause(raw)) is None else said
                 for line in podman(raw.rstrip("\n")) if podman else [raw]:
                     _count_step(line, steps, cached)
                     if on_line:
@@ -236,27 +237,27 @@ def _build_once(
         finally:
             timer.cancel()
     out = BuildOutcome(rc == 0, time.monotonic() - t0, len(steps), len(cached & steps), log_path, rc)
-    return out, flake if rc != 0 else None
+    return out, cause[:300] if rc != 0 and cause and is_runtime_flake(cause) else None
 
 
 _QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 """A Go-quoted text (`%q`): the command a failed step's error line quotes."""
 
 
-def failed_start(line: str) -> str | None:
+def error_cause(line: str) -> str | None:
     """The cause in a build's error line (BuildKit's `#7 ERROR: process "/bin/sh -c ..." did not complete
     successfully: CAUSE`, `ERROR: failed to solve: ...`; buildah's `Error: building at STEP "RUN ...":
-    CAUSE`), its quoted command as `""`, where the cause is a container start the OCI runtime failed for
-    its own reason (containers.is_runtime_flake), else None. The step's quoted command is left out (a RUN step whose
-    command holds the words fails for its own reason), and so is its output (`#7 0.123 ...`)."""
+    CAUSE`), None for any other line. The step's quoted command is left out (a RUN step whose command holds
+    runc's words fails for its own reason): BuildKit's is Go-quoted, buildah's is not (its own `"` unescaped:
+    the cause is after the last `": `); so is BuildKit's step output (`#7 0.123 ...`). A step's output that
+    reads as an error line (buildah's, unprefixed) comes before the engine's own, the last."""
     text = line.strip()
     head = text.split(" ", 1)
     if head[0].startswith("#") and head[0][1:].isdigit() and len(head) > 1:
         text = head[1]
     if not text[:6].lower().startswith("error"):
         return None
-    cause = _QUOTED.sub('""', text)
-    return cause[:300] if is_runtime_flake(cause) else None
+    return _QUOTED.sub('""', text).rpartition('": ')[2]
 
 
 BUILD_STOP_GRACE_S = 30.0

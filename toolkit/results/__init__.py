@@ -37,8 +37,18 @@ def bench_files(root: Path) -> list[Path]:
 
 def exported_run(root: Path) -> bool:
     """Whether `root` is a folder `toolkit export-run` wrote (run.json and results.jsonl in it:
-    toolkit.publish.run_folder): read as a results folder, never written as one."""
-    return (root / "run.json").is_file() and (root / "results.jsonl").exists()
+    toolkit.publish.run_folder): read as a results folder, never written as one. A run.json that is JSON
+    without a published run's `run_id` and `exported` is another tool's (a project's own run.json and
+    results.jsonl: no export); one that is not JSON is still the export's (its readers say what is wrong)."""
+    run = root / "run.json"
+    if not (run.is_file() and (root / "results.jsonl").exists()):
+        return False
+    try:
+        with open(run, "rb") as fh:
+            data = jsonsafe.load(fh)
+    except (OSError, jsonsafe.JsonProblem):
+        return True
+    return isinstance(data, dict) and {"run_id", "exported"} <= data.keys()
 
 
 def results_near(root: Path) -> tuple[str, Path] | None:
@@ -93,6 +103,17 @@ def export_beside(root: Path) -> Path | None:
     return folder if exported_run(folder) and bench_files(folder) else None
 
 
+def export_holding(path: Path) -> Path | None:
+    """The folder `toolkit export-run` wrote (exported_run) that `path` is or lies inside (through links:
+    `path` resolved, whether or not it exists yet), None where there is none or `path` lies in its reproduce/
+    (publish.REPRODUCED's folder: `toolkit reproduce` measures this host's runs of it there)."""
+    path = path.resolve()
+    for folder in (path, *path.parents):
+        if exported_run(folder):
+            return None if folder / "reproduce" in (path, *path.parents) else folder
+    return None
+
+
 def refuse_export(folder: Path, command: str) -> None:
     """BadInput (exit 4) where `folder` is a run `toolkit export-run` wrote (exported_run): the folder of the
     matrix that `toolkit COMMAND` (build, bench, tune, render, push, campaign) builds or measures from, or
@@ -100,11 +121,12 @@ def refuse_export(folder: Path, command: str) -> None:
     run, read and never written into: its templates are built only by `toolkit reproduce --rebuild` (its
     own network and cache namespace), its results only beside it (reproduce/results); `toolkit bench`
     there said `run toolkit build -i cpu`, which built them with the host's network under this host's
-    toolkit/<name>:latest tags, and wrote images/ and results/ into the folder."""
-    if exported_run(folder):
-        here = typed(folder)
+    toolkit/<name>:latest tags, and wrote images/ and results/ into the folder. A folder inside one is
+    refused alike (export_holding)."""
+    if export := export_holding(folder):
+        here = typed(export)
         raise BadInput(
-            f"{path_text(folder)} is a run `toolkit export-run` wrote: read here, never built, measured or written "
+            f"{path_text(export)} is a run `toolkit export-run` wrote: read here, never built, measured or written "
             f"into by `toolkit {command}`; `{invocation.command('reproduce', here)}` re-runs it (its README's "
             f"Reproduce block says how), `{invocation.command('report', '--results', here)}` prints its tables; "
             "build, bench and import in a project of your own"

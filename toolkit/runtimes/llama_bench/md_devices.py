@@ -46,6 +46,31 @@ def device_line(line: str) -> tuple[int, str, bool] | None:
     return None
 
 
+Listing = dict[tuple[bool, int], str]
+"""The devices a run's log lines listed: (primary, device number) -> device name (listed)."""
+
+
+def listed(devices: Listing, line: str) -> bool:
+    """Whether `line` is a device line (device_line), added to `devices`. A device 0 of a kind (CUDA/HIP,
+    or Vulkan and Metal) listed already begins the next run's listing (a run that stopped before its table:
+    a bad option; then `GGML_VK_VISIBLE_DEVICES=1`): the devices before it are dropped, never named for a
+    table they did not run."""
+    d = device_line(line)
+    if d is None:
+        return False
+    if d[0] == 0 and (d[2], 0) in devices:
+        devices.clear()
+    devices[d[2], d[0]] = d[1]
+    return True
+
+
+def gpu_info(devices: Listing) -> str:
+    """The gpu_info of `devices` (listed): each device number's name, a CUDA/HIP one where it has one (a
+    build with HIP and Vulkan lists one GPU under both; its rows ran on the HIP one), "" for none."""
+    names = {n: name for (_, n), name in sorted(devices.items(), key=lambda d: (d[0][1], d[0][0]))}
+    return ", ".join(names[n] for n in sorted(names))
+
+
 def _vulkan_name(head: str, with_driver: bool) -> str:
     """The device name of a Vulkan line's `NAME (DRIVER)` part: its last parenthesised group is the
     driver where the line has one (`with_driver`: the releases that print `matrix cores:` print the

@@ -23,10 +23,14 @@ from toolkit.core.text import counted
 from toolkit.runtimes.llama_bench.check import as_int, backends_of, forward_passes, quantity
 from toolkit.runtimes.llama_bench.settings_check import device_names
 
-MIN_BYTES_PER_PARAM = 0.13
-"""The fewest bytes a weight a model's tensors take on average: Q1_0, ggml's smallest type, is
-1.125 bits (0.141 bytes) a weight; 0.13 leaves an -o md table's two decimals (`1.07 GiB`, `8.19 B`)
-room. Fewer is a model_size or model_n_params that is not the model's (an edited or mixed-up row)."""
+MIN_BYTES_PER_PARAM = {"Q1_0": 0.13, "IQ1_S": 0.18}
+"""The fewest bytes a weight a model's tensors take on average, by the type its model name says (`qwen3 8B
+Q1_0`, a fork's `Q1_0_G128`, `(guessed)` after it): Q1_0, ggml's smallest type, is 1.125 bits (0.141
+bytes) a weight, and a row that names no type (a stored record's raw, as record_check holds it) is held to
+it; any other model's floor is IQ1_S's 1.5625 bits (0.195 bytes: a `Q4_0` model of 0.14 is a size edited
+down). Each leaves an -o md table's two decimals
+(`1.07 GiB`, `8.19 B`) room. Fewer is a model_size or model_n_params that is not the model's (an edited or
+mixed-up row)."""
 
 MAX_BYTES_PER_PARAM = 8.5
 """The most bytes a weight on average: F64 (8 bytes), ggml's widest type, with the md table's rounding."""
@@ -233,9 +237,10 @@ def _used(
     if (
         devices and devices.lower() != "auto"
     ):  # `-dev ROCm0/ROCm1`: those, by their index in the backend's list
-        devs = [d for d in devices.split("/") if d.strip()]
+        # a device named twice (`ROCm0/ROCm0`: llama-bench's parser keeps both) is one device
+        devs = dict.fromkeys(d.strip() for d in devices.split("/") if d.strip())
         shown = devices if len(devices) <= 64 else devices[:63] + "…"  # a stored record's text, in a note
-        at, how = tuple(_device_index(d) for d in devs), f" + -dev {shown}"
+        at, how = tuple(dict.fromkeys(_device_index(d) for d in devs)), f" + -dev {shown}"
         if any(not 0 <= i < len(names) for i in at) or len(gpu_backends) > 1 and len(set(names)) > 1:
             return UsedGpus(
                 len(devs), how=f"llama-bench -dev {shown}: cannot tell which of {len(names)} devices"
@@ -327,10 +332,12 @@ def model_problem(fields: dict[str, Any], rate: float | None) -> str | None:
     size, params = quantity(fields.get("model_size")), quantity(fields.get("model_n_params"))
     if size and params and size > 0 and params > 0:
         per = size / params
-        if not MIN_BYTES_PER_PARAM <= per <= MAX_BYTES_PER_PARAM:
+        named = str(fields.get("model_type") or "").upper()
+        low = "IQ1_S" if named and not re.search(r"\bQ1_0", named) else "Q1_0"
+        if not MIN_BYTES_PER_PARAM[low] <= per <= MAX_BYTES_PER_PARAM:
             return (
                 f"model_size {counted(size, 'byte')} over model_n_params {params} is {per:.3g} bytes a weight: a GGUF's "
-                f"tensors take {MIN_BYTES_PER_PARAM:g} (Q1_0) to 8 (F64): not this model's size or count"
+                f"tensors take {MIN_BYTES_PER_PARAM[low]:g} ({low}) to 8 (F64): not this model's size or count"
             )
     return _beyond(fields, _fastest(rate, fields.get("samples_ts")), held_by(fields))
 

@@ -303,11 +303,12 @@ def iter_csv(lines: Iterable[str], skipped: list[str] | None = None, first: int 
 
 def md_cells(line: str) -> list[str]:
     """The cells of an md table line, at most cut_records.MAX_CELLS + 1 (the last then holds the rest unsplit),
-    each as written (text.as_written: a `±` a paste read in another code page, `Â±`, is `±`)."""
-    s = line_text(line)  # a byte-order mark before the header (a file saved with one), NUL bytes
+    of the line as written (text.as_written: a `±` a paste read in another code page, `Â±`, is `±`, and the
+    line's other cells with it)."""
+    s = as_written(line_text(line))  # a byte-order mark before the header (a file saved with one), NUL bytes
     s = s[1:] if s.startswith("|") else s
     s = s[:-1] if s.endswith("|") else s
-    return [as_written(c.strip()) for c in s.split("|", cut_records.MAX_CELLS)]
+    return [c.strip() for c in s.split("|", cut_records.MAX_CELLS)]
 
 
 MD_SEP = re.compile(r"^:?-+:?$")
@@ -364,7 +365,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
     lines = text.splitlines()
     out: list[SourceRow] = []
     i, above = 0, None
-    devices: dict[int, str] = {}
+    devices: md_devices.Listing = {}
     last: tuple[int, int] | None = None  # the last table's header: its line and its number of cells
     strays = cut_records.StrayRows(skipped)  # said once per table (a count, not a note a row)
     while i < len(lines):
@@ -372,8 +373,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             if last is not None and skipped is not None:
                 strays.see(lines[i], len(md_cells(lines[i])), last, first + i)
             above = _MD_BUILD.match(lines[i]) or above
-            if d := md_devices.device_line(lines[i]):  # CUDA/HIP `Device N:` wins over Vulkan, Metal
-                devices[d[0]] = d[1] if d[2] else devices.get(d[0], d[1])
+            md_devices.listed(devices, lines[i])
             i += 1
             continue
         strays.said()
@@ -392,10 +392,10 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             i += 1
         table: list[SourceRow] = []
         # device lines under the table: the next run's log (this one stopped under its header: ^C)
-        after: dict[int, str] = {}
+        after: md_devices.Listing = {}
         while i < len(lines) and not is_md_header(lines[i]):
-            if d := md_devices.device_line(lines[i]):  # Vulkan's has `|`: no row
-                after[d[0]] = d[1] if d[2] else after.get(d[0], d[1])
+            if md_devices.listed(after, lines[i]):  # Vulkan's has `|`: no row
+                pass
             elif "|" not in lines[i]:
                 if not (_md_log_line(lines[i]) or not (table or lines[i].strip())):
                     break  # a blank line before the table's first row (a paste's) does not end it
@@ -421,7 +421,7 @@ def read_md(text: str, skipped: list[str] | None = None, first: int = 1) -> list
             unknown = md_defaults.fill(row.fields, known)
             row.notes += [unknown] if unknown else []
             if devices and "gpu_info" not in row.fields:
-                row.fields["gpu_info"] = ", ".join(devices[n] for n in sorted(devices))
+                row.fields["gpu_info"] = md_devices.gpu_info(devices)
         out += table
         above, devices = None, after
     strays.said()
