@@ -351,17 +351,17 @@ def test_the_plan_estimate_does_not_compute_clock_skew_over_every_record(tmp_pat
         store=store,
         lm=SimpleNamespace(m=SimpleNamespace(bench=bench)),
         spec=SimpleNamespace(name="cpu", runner="llama-bench"),
-        model=SimpleNamespace(name="tiny-qwen3moe"),
+        model=SimpleNamespace(name="tiny-qwen3moe", sha256="ab" * 32),  # make_record's
     )
-    expected = llama_depth.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case])
+    expected = llama_depth.measured_seconds(store, "cpu", "ab" * 32, bench, [case])
     assert expected == (1, pytest.approx(bench.repetitions * 1.0))  # 512 tokens at 512 tok/s
 
     def skewed(self, files):
         raise AssertionError("clock skew computed over every record for the plan's estimate")
 
     monkeypatch.setattr(ResultIndex, "skewed", skewed)
-    assert llama_depth.measured_seconds(store, "cpu", "tiny-qwen3moe", bench, [case]) == expected
-    newest = base.newest_here(store, "cpu", "tiny-qwen3moe", lambda r: (identity.test_key(r), r))
+    assert llama_depth.measured_seconds(store, "cpu", "ab" * 32, bench, [case]) == expected
+    newest = base.newest_here(store, "cpu", "ab" * 32, lambda r: (identity.test_key(r), r))
     assert [r.avg_ts for r in newest.values()] == [512.0]
     base.seconds_before(ctx, lambda r: r.n_prompt)
 

@@ -19,6 +19,7 @@ from tests.support.records import make_record
 from toolkit.analysis import plots, tables
 from toolkit.bench import tune, tune_depth
 from toolkit.bench.runners import llama_depth
+from toolkit.bench.runners.base import sha256_file
 from toolkit.bench.runners.llama_bench import LlamaBenchRunner
 from toolkit.core.errors import BadInput
 from toolkit.engine import api as engine
@@ -379,6 +380,19 @@ def test_bench_runs_the_depth_sweep_after_the_main_sweep_measuring_each_test_onc
     assert resumed[0].reason == "nothing to measure: all 4 cases already measured for this digest + model"
 
 
+def test_a_resumed_main_sweep_says_its_count_is_the_main_sweeps(tmp_path):
+    """nc51 S3: the plan counts the depth sweep's cases too (`1 image/model pair x 4 cases, 1 already
+    measured`), the resumed line only the main sweep's: it said `1 of 2 cases were missing`, a total a
+    reader checks against the plan's 4. It now says which sweep it counts, as `nothing to measure` did."""
+    ctx = depth_ctx(tmp_path, {"n_depth": [0, 512]})
+    _timed(ctx, 512, 0, 0, 512.0, digest=ctx.build.digest)  # pp512 @ d0 measured on this digest + model
+    again = replace(ctx, opts=replace(ctx.opts, resume=True))
+    assert len(LlamaBenchRunner().cases(again)) == 3
+    main, depth = LlamaBenchRunner().run(again)
+    assert (main.status, main.reason) == ("ok", "(resumed: 1 of 2 cases of the main sweep were missing)")
+    assert (depth.status, depth.reason) == ("ok", "depth sweep, depths 512")
+
+
 def test_the_depth_sweep_measures_depth_0_itself_at_a_micro_batch_the_main_sweep_lacks(tmp_path):
     ctx = depth_ctx(tmp_path, {"n_depth": [0, 512], "n_ubatch": 128})
     LlamaBenchRunner().run(ctx)
@@ -514,6 +528,7 @@ def _timed(ctx, p: int, n: int, depth: int, avg: float, **fields):
             b=512,
             avg=avg,
             model="tiny-qwen3moe",
+            sha256=sha256_file(ctx.lm.resolve(ctx.model.path)),
             host={},
             raw={"n_depth": depth, "n_gpu_layers": 0, "samples_ns": [10**9, 10**9]},
             **fields,

@@ -76,6 +76,30 @@ def test_offline_fetch_model_says_where_a_hand_copied_file_goes(project: Path) -
     assert f"copy the checkpoint by hand to {project / 'models'}" in res.stderr, res.stderr
 
 
+def test_offline_fetch_model_twin_says_what_a_twin_needs_not_the_full_download(project: Path) -> None:
+    """nc51 S5: `fetch-model NAME --twin` offline said "copy the checkpoint by hand ... and pin
+    `revision:`", the 17 GB file a twin exists to avoid. Both ways a twin meets the Hub (resolving an
+    unpinned revision, reading the header at a pinned one) now say what a twin needs: the Hub for its
+    header, or the real file copied to the model's path."""
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": None}
+    need = (
+        "a twin needs only the file's GGUF header, read from the Hugging Face Hub (or HF_ENDPOINT): make it "
+        f"where the Hub is reachable, or, offline, copy the real file to {project / 'models'}"
+    )
+    res = tk(project, "fetch-model", "qwen3-30b-a3b-q4kxl", "--twin", env=env)
+    assert res.returncode == 11 and "could not resolve the revision" in res.stderr, res.stderr
+    assert need in res.stderr and "by hand" not in res.stderr, res.stderr
+    m = project / "matrix.yaml"
+    m.write_text(
+        m.read_text().replace(
+            "      file: Qwen3-30B", "      revision: " + "a" * 40 + "\n      file: Qwen3-30B", 1
+        )
+    )
+    res = tk(project, "fetch-model", "qwen3-30b-a3b-q4kxl", "--twin", env=env)
+    assert res.returncode == 11 and "could not read the header" in res.stderr, res.stderr
+    assert need in res.stderr, res.stderr
+
+
 def test_a_gpu_pin_for_the_cpu_image_is_said_not_to_apply() -> None:
     """`bench --gpu 3` on a host without GPUs measured the cpu image without a word about the pin."""
     from toolkit.host import devices

@@ -53,13 +53,13 @@ def test_doctor_after_the_readme_job_points_at_the_results_not_at_a_first_build(
     rocm = ImageVerdict("rocm", "rocm", "llama-bench", False, "no /dev/kfd")
     rep = DoctorReport({}, [], [cpu, rocm])
     store = ResultStore(tmp_path / "results")
-    assert _measured(store, rep) == set()  # no results folder yet: doctor never fails on it
+    assert _measured(store, rep, None) == set()  # no results folder yet: doctor never fails on it
     first = "next: `toolkit build -i cpu && toolkit bench -i cpu` measures cpu here"
-    assert format_doctor(rep, None, _measured(store, rep)).splitlines()[-1] == first
+    assert format_doctor(rep, None, _measured(store, rep, None)).splitlines()[-1] == first
     _written(store, "cpu", "bench-1", "7")
     _written(store, "rocm", "import-1", "b")  # another image's results say nothing of cpu's
-    assert _measured(store, rep) == {"cpu"}
-    last = format_doctor(rep, None, _measured(store, rep)).splitlines()[-1]
+    assert _measured(store, rep, None) == {"cpu"}
+    last = format_doctor(rep, None, _measured(store, rep, None)).splitlines()[-1]
     assert last == (
         "next: `toolkit report` shows what cpu measured here; `toolkit bench -i cpu` measures again "
         "(`toolkit build -i cpu` first after a change to matrix.yaml or the templates)"

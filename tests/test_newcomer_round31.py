@@ -50,15 +50,34 @@ def test_a_mistyped_image_or_model_name_is_answered_with_the_nearest_one() -> No
 
     lm = load_matrix(ROOT / "matrix.yaml")
     for typed, meant in (("cpuu", "'cpu'?"), ("CPU", "'cpu'?"), ("vulcan", "'vulkan'?")):
-        with pytest.raises(BadInput, match=f"no image named '{typed}' in the matrix: did you mean {meant}"):
+        with pytest.raises(BadInput, match=f"no image named '{typed}' in .*: did you mean {meant}"):
             lm.select_images([typed])
-    with pytest.raises(BadInput, match="no model named tiny-qwen3 in .*: did you mean 'tiny-qwen3moe'\\?"):
+    with pytest.raises(BadInput, match="no model named 'tiny-qwen3' in .*: did you mean 'tiny-qwen3moe'\\?"):
         lm.select_models(["tiny-qwen3"])
-    with pytest.raises(BadInput, match="no model named tiny in .*: did you mean 'tiny-qwen3moe'\\?"):
+    with pytest.raises(BadInput, match="no model named 'tiny' in .*: did you mean 'tiny-qwen3moe'\\?"):
         lm.select_models(["tiny"])
     with pytest.raises(BadInput) as err:
         lm.select_images(["nosuch"])
     assert "did you mean" not in str(err.value) and "(images: cpu, vulkan" in str(err.value)
+
+
+def test_an_unknown_image_and_model_name_are_refused_in_one_wording(project: Path) -> None:
+    """nc51 S7: `bench -i cpux` said "no image named 'cpux' in the matrix", `bench -m tiny` "no model named
+    tiny in /home/debian/toolkit/matrix.yaml": one wording now, each name quoted, the matrix file as the
+    user gave it, the names there are (LoadedMatrix._unknown)."""
+    from tests.support.runs import tk
+
+    for args, said in (
+        (("-i", "cpux"), "no image named 'cpux' in matrix.yaml: did you mean 'cpu'? (images: cpu, "),
+        (("-m", "tiny"), "no model named 'tiny' in matrix.yaml: did you mean 'tiny-qwen3moe'? (models: "),
+    ):
+        res = tk(project, "bench", "--dry-run", *args)
+        assert res.returncode == 4 and said in res.stderr, res.stderr
+    (project / "sub").mkdir()
+    res = tk(project / "sub", "bench", "--dry-run", "--matrix", "../matrix.yaml", "-m", "tiny", "-m", "nope")
+    assert (
+        res.returncode == 4 and "no model named 'tiny', 'nope' in ../matrix.yaml: did you mean" in res.stderr
+    )
 
 
 def test_a_model_file_given_to_m_is_answered_with_its_name_or_how_to_add_one() -> None:

@@ -34,6 +34,19 @@ def plan_line(res) -> str:
     return next((ln for ln in res.stderr.splitlines() if ln.startswith("plan: ")), "")
 
 
+def identity_of(project, name="tiny-qwen3moe") -> str:
+    """The sha256 model `name`'s records carry (a file's, a checkpoint folder's tree digest), the model
+    generated first."""
+    from toolkit.bench.runners.base import tree_sha256
+    from toolkit.matrix.api import load_matrix
+    from toolkit.models.tiny import ensure_model_file
+
+    lm = load_matrix(project / "matrix.yaml")
+    model = next(m for m in lm.m.models if m.name == name)
+    path = ensure_model_file(lm.resolve(model.path), model.generate)
+    return sha256_file(path) if path.is_file() else tree_sha256(lm, path)[0]
+
+
 def one_case(project, matrix_data, images=("cpu",), models=("tiny-qwen3moe",), depth=False, **bench):
     """pp512 at ub512 (5 repetitions) over `bench`; the models' depth sweeps only with `depth`."""
     d = mutate(matrix_data, ["bench", "n_prompt"], [512])
@@ -72,11 +85,11 @@ def test_plan_estimate_is_of_the_same_test_on_this_host(project, matrix_data):
     or another machine: they must not move the estimate (they would make it 8.5 min / 26 min)."""
     one_case(project, matrix_data)
     seed_current_build(project, "cpu")
-    store = ResultStore(project / "results")
-    same = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
-    other_ub = make_record("cpu", "cpu", p=512, ub=64, avg=5.0, model="tiny-qwen3moe", host={})
+    store, sha = ResultStore(project / "results"), identity_of(project)
+    same = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={}, sha256=sha)
+    other_ub = make_record("cpu", "cpu", p=512, ub=64, avg=5.0, model="tiny-qwen3moe", host={}, sha256=sha)
     other_host = make_record(
-        "cpu", "cpu", p=512, ub=512, avg=0.5, model="tiny-qwen3moe", host={"key": "node7"}
+        "cpu", "cpu", p=512, ub=512, avg=0.5, model="tiny-qwen3moe", host={"key": "node7"}, sha256=sha
     )
     for r, created in (
         (same, "2026-07-01T00:00:00+00:00"),
@@ -94,7 +107,9 @@ def test_plan_estimate_is_the_time_the_repetitions_took_not_tokens_over_their_me
     fresh Debian 12 stand-in's noisy run (tg128 at 6-940 tok/s) the plan said 2 min for 3.3 min."""
     one_case(project, matrix_data)
     seed_current_build(project, "cpu")
-    rec = make_record("cpu", "cpu", p=512, ub=512, avg=1280.0, model="tiny-qwen3moe", host={})
+    rec = make_record(
+        "cpu", "cpu", p=512, ub=512, avg=1280.0, model="tiny-qwen3moe", host={}, sha256=identity_of(project)
+    )
     store = ResultStore(project / "results")
     store.add_result(rec.model_copy(update={"samples_ts": [512.0, 2048.0], "stddev_ts": 1086.1}))
     res = tk(project, "bench")
@@ -109,8 +124,8 @@ def test_plan_estimate_counts_each_pairs_canary_as_it_took_last_time_on_that_dig
 
     one_case(project, matrix_data)
     seed_current_build(project, "cpu")
-    store = ResultStore(project / "results")
-    rec = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={})
+    store, sha = ResultStore(project / "results"), identity_of(project)
+    rec = make_record("cpu", "cpu", p=512, ub=512, avg=512.0, model="tiny-qwen3moe", host={}, sha256=sha)
     digest = store.latest_build("cpu").digest
     store.add_result(rec.model_copy(update={"image": rec.image.model_copy(update={"digest": digest})}))
     canaries = store.root / digest.split(":")[1][:12] / "canary.jsonl"
@@ -118,7 +133,10 @@ def test_plan_estimate_counts_each_pairs_canary_as_it_took_last_time_on_that_dig
     rows = [("ok", 30.0, "2026-07-01"), ("ok", 7.0, "2026-07-02"), ("unchecked", 0.0, "2026-07-03")]
     canaries.write_text(
         "".join(
-            json.dumps({"model": "tiny-qwen3moe", "status": st, "seconds": s, "created": c}) + "\n"
+            json.dumps(
+                {"model": "tiny-qwen3moe", "model_sha256": sha, "status": st, "seconds": s, "created": c}
+            )
+            + "\n"
             for st, s, c in rows
         )
     )
@@ -170,7 +188,9 @@ def test_a_resume_dry_run_prints_the_commands_resume_runs(project, matrix_data):
         "plan: 1 test cases (1 image/model pair x 2 cases, 1 already measured: --resume"
     ), res.stderr
     sweeps = [ln for ln in res.stdout.splitlines() if "llama-bench -m" in ln]
-    assert len(sweeps) == 1 and "(sweep, resumed: 1 of 2 cases were missing)" in sweeps[0], res.stdout
+    assert (
+        len(sweeps) == 1 and "(sweep, resumed: 1 of 2 cases of the main sweep were missing)" in sweeps[0]
+    ), res.stdout
     assert " -p 2048 " in sweeps[0] and "512" not in sweeps[0].split("llama-bench", 1)[1].split("-b")[0]
     res = tk(project, "bench", "--dry-run")  # without --resume: the whole sweep, as before
     assert " -p 512,2048 " in res.stdout, res.stdout
@@ -297,11 +317,13 @@ def test_plan_estimates_vllm_cases_from_their_measured_time_old_names_included(p
     """vLLM's estimate is the measured time its records state (timing.tests_s; `measured_s` in records
     written before the runners shared one set of timing names): pp512 took 2 s, served c1 3 s."""
     _with_vllm_pair(project, matrix_data)
-    store = ResultStore(project / "results")
-    pp = make_record("vcpu", "cpu", p=512, avg=256.0, model="tiny-hf", host={}).model_copy(
+    store, sha = ResultStore(project / "results"), identity_of(project, "tiny-hf")
+    pp = make_record("vcpu", "cpu", p=512, avg=256.0, model="tiny-hf", host={}, sha256=sha).model_copy(
         update={"runner": "vllm", "method": "vllm-bench-latency-prefill", "timing": {"tests_s": 2.0}}
     )
-    served = make_record("vcpu", "cpu", p=512, n=128, avg=50.0, model="tiny-hf", host={}).model_copy(
+    served = make_record(
+        "vcpu", "cpu", p=512, n=128, avg=50.0, model="tiny-hf", host={}, sha256=sha
+    ).model_copy(
         update={
             "runner": "vllm",
             "method": "vllm-bench-serve",
@@ -318,3 +340,41 @@ def test_plan_estimates_vllm_cases_from_their_measured_time_old_names_included(p
         "plan: 4 test cases (1 image/model pair x 4 cases, 1-4 repetitions each); estimated measuring "
         "time 5 s for the 2 cases measured before (2 never measured), from earlier runs, plus start-up"
     ), res.stderr
+
+
+def test_the_estimate_and_resume_count_one_model_file_under_two_names_alike(project, matrix_data):
+    """nc51 S2: `tiny2`, a second matrix entry generating the same file, measured pp512 and its canary
+    ran: `bench -m tiny-qwen3moe` planned "no earlier run of these tests" (the estimate and the canary's
+    matched records by model name) beside a --resume that found every case measured (digest + model
+    sha256). Both now match the model by its sha256 (base.model_identity), as --resume does."""
+    import json
+
+    d = one_case(project, matrix_data)
+    tiny = next(m for m in d["models"] if m["name"] == "tiny-qwen3moe")
+    d["models"].append({**tiny, "name": "tiny2", "path": "models/tiny2.gguf"})
+    write_matrix(project, d)
+    build = seed_current_build(project, "cpu")
+    sha = identity_of(project)
+    assert identity_of(project, "tiny2") == sha  # the same bytes
+    later = make_record("cpu", "cpu", model="tiny2", host={}, avg=512.0, p=512, ub=512, sha256=sha)
+    ResultStore(project / "results").add_result(
+        later.model_copy(
+            update={
+                "image": later.image.model_copy(update={"digest": build.digest}),
+                "run_id": "r2",
+                "created": "2026-07-02T00:00:00+00:00",
+            }
+        )
+    )
+    canaries = project / "results" / build.digest.split(":")[1][:12] / "canary.jsonl"
+    canaries.parent.mkdir(parents=True, exist_ok=True)
+    row = {"model": "tiny2", "model_sha256": sha, "status": "ok", "seconds": 7.0, "created": "2026-07-02"}
+    canaries.write_text(json.dumps(row) + "\n")
+    res = tk(project, "bench", "-m", "tiny-qwen3moe")
+    assert plan_line(res) == (
+        "plan: 1 test cases (1 image/model pair x 1 case, 5 repetitions each); estimated measuring time 12 s "
+        "and 1 correctness canary, from earlier runs, plus start-up; all measured before (`--resume` "
+        "measures only what an image digest + model lacks)"
+    ), res.stderr
+    res = tk(project, "bench", "-m", "tiny-qwen3moe", "--resume")
+    assert plan_line(res).startswith("plan: nothing left to measure"), res.stderr

@@ -239,3 +239,32 @@ def test_a_session_that_measured_the_default_alone_is_not_decided():
     assert "only n_ubatch=512 was measured" in res.undecided
     out = tune.format_result(res)
     assert "not decided: only n_ubatch=512 was measured" in out and "best: the matrix default" not in out
+
+
+def test_every_round_line_names_each_searched_knob_the_default_leaves_to_llama_bench():
+    """nc51 S7: `tune --axis decode` on a matrix that sets no threads: the first round line read
+    `flash_attn=1 x 2 repetitions` (the matrix default, threads left to llama-bench) beside four lines and
+    a table naming `threads=2`. The round lines now say which searched knob llama-bench picks."""
+    from tests.support.project import ROOT
+    from toolkit.matrix.api import load_matrix
+
+    lm = load_matrix(ROOT / "matrix.yaml")
+    assert lm.m.bench.threads is None
+    notes: list[str] = []
+
+    def measured(axes, extra):  # llama-bench's own choice where tune sets none: 2 threads
+        th = axes.threads or 2
+        samples = [10.0 + th] * axes.repetitions
+        return [
+            make_record("cpu", "cpu", n=16, avg=samples[0], threads=th, raw={"samples_ts": samples}, **extra)
+        ]
+
+    knobs = {"flash_attn": [0, 1], "threads": [1, 2]}
+    tune.search(
+        lm, axis="decode", tokens=16, knobs=knobs, budget_s=60, run_trial=measured, on_note=notes.append
+    )
+    first = [n for n in notes if n.startswith("round 1: ")]
+    assert first[0] == "round 1: flash_attn=1 (threads: llama-bench's default) x 2 repetitions", notes
+    assert first[1:] == [
+        f"round 1: flash_attn={f} threads={t} x 2 repetitions" for f in (0, 1) for t in (1, 2)
+    ]

@@ -80,10 +80,11 @@ def make_record(
     threads: int | None = None,
     digest: str | None = None,
     run_id: str = "run-1",
+    sha256: str = "ab" * 32,
     **fields: Any,
 ) -> BenchRecord:
     """A record as bench.py builds it: normalize() over a llama-bench-shaped raw row. digest: the
-    image digest (default: one derived from `image`); fields: any other BenchRecord field, set last
+    image digest (default: one derived from `image`); sha256: the model file's; fields: any other BenchRecord field, set last
     (over what normalize() gave; an unknown name is kept as an extra field, as BenchRecord allows)."""
     row = {
         **QWEN3_30B,
@@ -110,7 +111,7 @@ def make_record(
     mref = ModelRef(
         name=model,
         path="",
-        sha256="ab" * 32,
+        sha256=sha256,
         size_bytes=QWEN3_30B["model_size"],
         **({"family": family} if family else {}),
     )

@@ -87,7 +87,7 @@ def choose_build(lm: LoadedMatrix, spec: ImageSpec, store: ResultStore, opts: Be
     return BuildChoice(
         "stale",
         current_key=current.key,
-        reason=(f"stale build: {why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)"),
+        reason=f"{why}; {fix} (or pass --allow-stale to measure it anyway, marked stale)",
     )
 
 

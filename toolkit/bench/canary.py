@@ -26,6 +26,7 @@ from toolkit.bench.runners.base import (
     check_sha,
     container_spec,
     memory_limit,
+    model_identity,
     resolve_model,
     shader_cache_volume,
 )
@@ -320,17 +321,19 @@ def stored_control(store: ResultStore, res: CanaryResult) -> CanaryResult | None
 
 
 def estimate_seconds(ctx: RunContext) -> float | None:
-    """Seconds `ctx`'s canary took last time on this image digest and model (the newest run that ran:
-    results/<digest12>/canary.jsonl), for the plan line; None when it never ran here, or is off. A
-    Vulkan image's first canary on a host compiles its shaders (~8 min on lavapipe, 2 cores), later
-    ones read them from the cache volume: the newest is the best guess."""
+    """Seconds `ctx`'s canary took last time on this image digest and model sha256 (model_identity: another
+    matrix entry of the same file counts), the newest run that ran (results/<digest12>/canary.jsonl), for
+    the plan line; None when it never ran here, or is off. A Vulkan image's first canary on a host compiles
+    its shaders (~8 min on lavapipe, 2 cores), later ones read them from the cache volume: the newest is
+    the best guess."""
     if not enabled(ctx):
         return None
     path = ctx.store.root / short_digest(ctx.build.digest) / "canary.jsonl"
+    sha = model_identity(ctx.lm, ctx.model)
     ran = [
         a
         for a in (read_jsonl(path) if path.is_file() else ())
-        if a.get("model") == ctx.model.name and a.get("status") != "unchecked"
+        if a.get("model_sha256") == sha and a.get("status") != "unchecked"
     ]
     newest = max(ran, key=lambda a: str(a.get("created")), default=None)
     took = newest.get("seconds") if newest else None

@@ -66,8 +66,13 @@ class Candidate:
     def get(self, knob: str, default: int | None = None) -> int | None:
         return dict(self.values).get(knob, default)
 
-    def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.values) or "matrix default"
+    def label(self, searched: Iterable[str] = ()) -> str:
+        """`n_ubatch=512 threads=2`; a knob of `searched` (the session's) this setting leaves to llama-bench
+        (the matrix default's threads, where the matrix sets none) said so: the other candidates and the
+        records read back name its value (nc51 S7: `round 1: flash_attn=1` beside `... threads=2`)."""
+        unset = [k for k in searched if self.get(k) is None]
+        said = f" ({', '.join(unset)}: llama-bench's default)" if unset else ""
+        return (" ".join(f"{k}={v}" for k, v in self.values) or "matrix default") + said
 
 
 @dataclass
@@ -427,10 +432,10 @@ def search(
         spent = False
         for c in alive:
             if time.monotonic() - t0 > budget_s:
-                on_note(f"budget of {budget_s:.0f} s spent: stopped before {c.label()} in round {rnd}")
+                on_note(f"budget of {budget_s:.0f} s spent: stopped before {c.label(names)} in round {rnd}")
                 spent = True
                 break
-            on_note(f"round {rnd}: {c.label()} x {reps} repetitions")
+            on_note(f"round {rnd}: {c.label(names)} x {reps} repetitions")
             mark = {"session": session, "round": rnd, **({"default": True} if c == default else {})}
             recs = [
                 r for r in run_trial(case_axes(base, axis, tokens, c, reps), {"tune": mark}) if test.holds(r)

@@ -85,7 +85,9 @@ def doctor(matrix_path, as_json, results_dir, allow_software_gpu):
     else:
         export = _export_named(lm)
         rebuild = export is not None and lm is not None and _rebuild_needed(lm.root)
-        click.echo(doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep), export, rebuild))
+        click.echo(
+            doctor_mod.format_doctor(rep, terminal_width(), _measured(store, rep, lm), export, rebuild)
+        )
     if lm is None and as_json:  # where the project is (the text's `next:` line says it once)
         from toolkit.matrix.api import project_hint
 
@@ -125,15 +127,24 @@ def _rebuild_needed(folder: Path) -> bool:
         return False
 
 
-def _measured(store: ResultStore, rep: DoctorReport) -> set[str]:
-    """The names of the images that can run here with an ok result in `store` (none when the folder is
-    absent or unreadable: doctor says what the host can run, it never fails on results)."""
+def _measured(store: ResultStore, rep: DoctorReport, lm: LoadedMatrix | None) -> set[str]:
+    """The names of the images that can run here with an ok result in `store` and a build `toolkit bench`
+    would measure: a stale one (build_choice: `lm`'s render inputs changed since) needs the build first,
+    so doctor's next step names it (nc51 S4: it said `toolkit bench -i cpu` measures again, which exits 4).
+    None when the folder is absent or unreadable: doctor says what the host can run, it never fails on
+    results."""
+    from toolkit.bench.build_choice import choose_build
+    from toolkit.bench.runners.base import BenchOptions
     from toolkit.results import index as resultindex
 
     runnable = [v.name for v in rep.images if v.runnable]
     if not runnable or not store.root.is_dir():
         return set()
     try:
-        return {h.image.name for h in resultindex.heads(store, images=runnable, ok_only=True)}
+        done = {h.image.name for h in resultindex.heads(store, images=runnable, ok_only=True)}
+        stale = {
+            n for n in done if lm and choose_build(lm, lm.m.image(n), store, BenchOptions()).status == "stale"
+        }
+        return done - stale
     except (ToolkitError, OSError):
         return set()

@@ -15,6 +15,7 @@ from pydantic import (
     ValidationError,
 )
 
+from toolkit.core import invocation
 from toolkit.core import registry as runner_registry
 from toolkit.core.errors import BadInput
 from toolkit.core.paths import contained
@@ -72,10 +73,19 @@ class LoadedMatrix:
         if not names:
             return list(self.m.images)
         images = [i.name for i in self.m.images]
-        for n in names:
-            if n not in images and (hint := self._other_kind(n, "-i", images, "-m", self.m.models)):
-                raise BadInput(f"no image named {n!r} in the matrix{hint} (images: {', '.join(images)})")
+        if bad := [n for n in names if n not in images]:
+            hint = self._other_kind(bad[0], "-i", images, "-m", self.m.models) or nearest(bad[0], images)
+            raise self._unknown("image", bad, hint, images)
         return [self.m.image(n) for n in names]
+
+    def _unknown(self, kind: str, bad: list[str], hint: str, names: list[str]) -> BadInput:
+        """The refusal of -i/-m names (`bad`) this matrix has no `kind` of, one wording for both (nc51 S7):
+        each name quoted, the matrix file as the user gave it (invocation.matrix_file, where it is this one),
+        the way out (`hint`), the names there are."""
+        given = invocation.matrix_file()
+        shown = given if given.resolve() == self.path.resolve() else self.path
+        listed = ", ".join(map(repr, bad))
+        return BadInput(f"no {kind} named {listed} in {shown}{hint} ({kind}s: {', '.join(names)})")
 
     @staticmethod
     def _other_kind(typed: str, flag: str, names: list[str], other_flag: str, others: list[Any]) -> str:
@@ -121,10 +131,7 @@ class LoadedMatrix:
         by = {m.name: m for m in self.m.models}
         bad = [n for n in names if n not in by]
         if bad:
-            raise BadInput(
-                f"no model named {', '.join(bad)} in {self.path}{self._model_hint(bad[0])} "
-                f"(models: {', '.join(by)})"
-            )
+            raise self._unknown("model", bad, self._model_hint(bad[0]), list(by))
         return [by[n] for n in names]
 
 

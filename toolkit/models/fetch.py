@@ -40,7 +40,11 @@ def fetch_model(
             raise BadInput(
                 f"{lm.path}: models[{spec.name}]: {path} is absent and no `hf:` repo is given to fetch it from"
             )
-        revision = spec.hf.revision or _resolve_revision(spec, path)
+        revision = spec.hf.revision or _resolve_revision(
+            spec,
+            f"on an offline host copy the checkpoint by hand to {path_text(path)} (models[{spec.name}].path) and pin "
+            f"`revision:` (its commit hash) under models[{spec.name}].hf",
+        )
         echo(f"{spec.name}: downloading {spec.hf.repo}/{spec.hf.file or ''} at {revision} to {path} ...")
         _download(spec, path, revision)
         if spec.hf.revision is None:
@@ -78,9 +82,13 @@ def fetch_twin(
         )
     real = lm.resolve(spec.path, what=f"models[{spec.name}].path")
     out = tw.twin_path(real)
-    revision = spec.hf.revision or _resolve_revision(spec, real)
+    offline = (  # nc51 S5: not the full download's advice (copy the 17 GB file a twin exists to avoid)
+        "a twin needs only the file's GGUF header, read from the Hugging Face Hub (or HF_ENDPOINT): make it "
+        f"where the Hub is reachable, or, offline, copy the real file to {path_text(real)} and bench that, no twin needed"
+    )
+    revision = spec.hf.revision or _resolve_revision(spec, offline)
     echo(f"{spec.name}: reading the GGUF header of {spec.hf.repo}/{spec.hf.file} at {revision} ...")
-    header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision)
+    header = tw.read_hub_header(spec.hf.repo, spec.hf.file, revision, offline=offline)
     pinned = _pin(lm, spec, revision) if spec.hf.revision is None else ""
     read = f"header {counted(header.data_offset, 'byte')} (read {header.bytes_read} of {header.file_size})"
     old = tw.read_sidecar(out) if out.is_file() else None
@@ -117,9 +125,10 @@ def _pin(lm: LoadedMatrix, spec: ModelSpec, revision: str) -> str:
     )
 
 
-def _resolve_revision(spec: ModelSpec, path: Path) -> str:
+def _resolve_revision(spec: ModelSpec, offline: str) -> str:
     """The commit hash the Hub's default branch of `spec.hf.repo` points at now (huggingface_hub);
-    offline, the error says where a hand-copied checkpoint goes (`path`, the model's resolved path)."""
+    RemoteUnavailable where the Hub does not answer, ending with `offline` (what the caller needs instead:
+    a download's checkpoint copied by hand, a twin's header)."""
     from huggingface_hub import HfApi
 
     assert spec.hf is not None
@@ -127,9 +136,7 @@ def _resolve_revision(spec: ModelSpec, path: Path) -> str:
         sha = HfApi().model_info(spec.hf.repo).sha
     except Exception as err:  # hub errors come in many types; the message is what matters here
         raise RemoteUnavailable(
-            f"could not resolve the revision of {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); on an "
-            f"offline host copy the checkpoint by hand to {path_text(path)} (models[{spec.name}].path) and pin `revision:` "
-            f"(its commit hash) under models[{spec.name}].hf"
+            f"could not resolve the revision of {spec.hf.repo} ({type(err).__name__}: {str(err)[:200]}); {offline}"
         ) from None
     if not sha:
         raise ToolkitError(f"the Hub returned no commit hash for {spec.hf.repo}; pin `revision:` by hand")

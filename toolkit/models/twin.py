@@ -312,12 +312,13 @@ def read_hub_header(
     *,
     first_bytes: int = FIRST_READ_BYTES,
     max_bytes: int = MAX_HEADER_BYTES,
+    offline: str = "the twin needs the Hugging Face Hub (or HF_ENDPOINT) to be reachable",
 ) -> GgufHeader:
     """Read the header of `file` in the Hub model repo `repo` at commit `revision` by HTTP range
     requests (huggingface_hub `HfFileSystem`, which honours HF_ENDPOINT and HF_TOKEN).
 
     Raises BadInput (no such repo, revision or file; not a usable GGUF header) or ToolkitError (the
-    Hub cannot be reached: the message says so).
+    Hub cannot be reached: the message says so, then `offline`, what to do instead).
     """
     from huggingface_hub import HfFileSystem
 
@@ -342,8 +343,7 @@ def read_hub_header(
         ) from None
     except Exception as err:  # hub and HTTP errors come in many types; the message is what matters
         raise RemoteUnavailable(
-            f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); "
-            "the twin needs the Hugging Face Hub (or HF_ENDPOINT) to be reachable"
+            f"could not read the header of {source} ({type(err).__name__}: {str(err)[:200]}); {offline}"
         ) from None
 
 

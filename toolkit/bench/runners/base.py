@@ -492,19 +492,29 @@ def write_log(path: Path, text: str, root: Path) -> None:
         fh.write(text)
 
 
+def model_identity(lm: LoadedMatrix, model: ModelSpec) -> str | None:
+    """The sha256 the records of `model` carry, the identity --resume and the canary match them by (two
+    matrix entries of one file are one model; a renamed entry keeps its records): the matrix's `sha256:`
+    pin (checked against the file before anything runs), else the file's (model_sha256, cached) or a
+    checkpoint folder's tree digest (tree_sha256); None when the model is not here."""
+    if model.sha256 or (path := model_here(lm, model)) is None:
+        return model.sha256 or None
+    return model_sha256(lm, path) if path.is_file() else tree_sha256(lm, path)[0]
+
+
 def newest_here(
-    store: ResultStore, image: str, model: str, value: Callable[[BenchRecord], tuple[Any, Any] | None]
+    store: ResultStore, image: str, model: str | None, value: Callable[[BenchRecord], tuple[Any, Any] | None]
 ) -> dict[Any, Any]:
     """key -> value of the newest ok record (in the store's order: write_order) of image name `image` and
-    model name `model` measured on this host (a campaign host's records, `host.key`, measure another
-    machine); `value(record)`: its (key, value), or None to leave it out. For every estimate. Asks the
-    query index: one record per test, not the history."""
+    model sha256 `model` (model_identity; None: nothing) measured on this host (a campaign host's records,
+    `host.key`, measure another machine); `value(record)`: its (key, value), or None to leave it out. For
+    every estimate. Asks the query index: one record per test, not the history."""
     from toolkit.results import index as resultindex
 
     seen: dict[Any, tuple[tuple[int, int], Any]] = {}
     # skew=False: ordered by write_order, never by clock_skew (set from a pass over every record)
     for pos, r in enumerate(resultindex.select(store, images=[image], ok_only=True, skew=False)):
-        if r.model.name != model or (r.host or {}).get("key") or (kv := value(r)) is None:
+        if r.model.sha256 != model or (r.host or {}).get("key") or (kv := value(r)) is None:
             continue
         order = identity.write_order(r, pos)
         if kv[0] not in seen or order >= seen[kv[0]][0]:
@@ -514,8 +524,8 @@ def newest_here(
 
 def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[Any, float]:
     """key(record) -> tests_s of the newest ok record of this runner with `ctx`'s image name and model
-    name measured on this host (newest_here), for `Runner.estimate`. Records without a measured time
-    (or whose key is None) are left out."""
+    (model_identity) measured on this host (newest_here), for `Runner.estimate`. Records without a
+    measured time (or whose key is None) are left out."""
 
     def timed(r: BenchRecord) -> tuple[Any, float] | None:
         if r.runner != ctx.spec.runner:
@@ -523,7 +533,7 @@ def seconds_before(ctx: RunContext, key: Callable[[BenchRecord], Any]) -> dict[A
         k, t = key(r), timing_value(r.timing, "tests_s")
         return None if k is None or t is None or not math.isfinite(t) or t < 0 else (k, t)
 
-    return newest_here(ctx.store, ctx.spec.name, ctx.model.name, timed)
+    return newest_here(ctx.store, ctx.spec.name, model_identity(ctx.lm, ctx.model), timed)
 
 
 def estimate_from(seen: dict[Any, float], keys: list[Any]) -> tuple[int, float]:

@@ -217,7 +217,7 @@ def _processes(
     runs, out, n = ctx.lm.m.bench.runs, [], len(ctx.lm.m.bench.cases())
     todo = [c for c in ctx.cases or [] if "sweep" not in c and same_env(c, env)]
     if ctx.opts.dry_run and ctx.opts.resume and axes is None and ctx.cases is not None and len(todo) < n:
-        sweep = f"sweep, resumed: {len(todo)} of {n} cases were missing"  # what --resume runs (_resumed)
+        sweep = f"sweep, resumed: {len(todo)} of {n} cases{_main_sweep(ctx)} were missing"  # as _resumed
         subs = [bench_one(ctx, pair, axes=a, env=env) for a in resume_axes(ctx.lm.m.bench, todo)]
         return [dataclasses.replace(o, reason=sweep) for o in subs] or [
             _all_measured(ctx, n, main_sweep=True)
@@ -355,7 +355,8 @@ def _resumed(ctx: RunContext, pair: _Pair, env: dict[str, str | None] | None) ->
         spec.name,
         model.name,
         bad[0].status if bad else "ok",
-        (f"{bad[0].reason} " if bad else "") + f"(resumed: {len(todo)} of {n_all} cases were missing)",
+        (f"{bad[0].reason} " if bad else "")
+        + f"(resumed: {len(todo)} of {n_all} cases{_main_sweep(ctx)} were missing)",
         sum(o.records for o in parts),
         parts[-1].command,
         {k: round(sum(o.timing.get(k, 0.0) for o in parts), 3) for k in parts[-1].timing},
@@ -368,14 +369,21 @@ def _all_measured(ctx: RunContext, n: int, main_sweep: bool = False) -> Outcome:
     `main_sweep` the main sweep's alone (of one env combination where there are several), said so in a
     run and in a dry run alike, never `of the matrix` while the depth sweep still measures (newcomers
     nc43, nc50 read `all 6 cases of the matrix already measured` beside a plan of 8)."""
-    several = main_sweep and len(ctx.lm.m.bench.env_combinations()) > 1
-    what = (" of the main sweep" if main_sweep else "") + (" with this env combination" if several else "")
+    what = _main_sweep(ctx) if main_sweep else ""
     return Outcome(
         ctx.spec.name,
         ctx.model.name,
         "resumed",
         f"nothing to measure: all {n} cases{what} already measured for this digest + model",
     )
+
+
+def _main_sweep(ctx: RunContext) -> str:
+    """What a resumed line's count of the main sweep's cases counts, beside a plan line that counts the
+    depth sweep's too (nc51 S3: `4 of 12 cases were missing` under a plan of 14): ` of the main sweep`,
+    and ` with this env combination` where there are several."""
+    several = len(ctx.lm.m.bench.env_combinations()) > 1
+    return " of the main sweep" + (" with this env combination" if several else "")
 
 
 @dataclasses.dataclass

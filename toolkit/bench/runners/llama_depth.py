@@ -25,6 +25,7 @@ from toolkit.bench.runners.base import (
     check_sha,
     memory_limit,
     model_file_here,
+    model_identity,
     newest_here,
 )
 from toolkit.bench.runners.llama_bench import (
@@ -195,11 +196,11 @@ def repetition_seconds(r: BenchRecord) -> float:
 
 
 def measured_seconds(
-    store: ResultStore, image: str, model: str, axes: BenchAxes, cases: list[dict[str, Any]]
+    store: ResultStore, image: str, model: str | None, axes: BenchAxes, cases: list[dict[str, Any]]
 ) -> tuple[int, float]:
     """(cases known, seconds): how long `cases` of `axes` took before, for the plan line. Per case, the
     seconds of one repetition (repetition_seconds) x axes.repetitions of the newest ok llama-bench record of
-    the same image name, model name and test (the one test identity's case fields), measured on this host (a
+    the same image name, model sha256 (`model`: model_identity, what --resume matches) and test (the one test identity's case fields), measured on this host (a
     campaign host's records, `host.key`, measure another machine). Cases never measured are not counted. Asks
     the query index: one record per test, not the history."""
 
@@ -219,15 +220,16 @@ def estimate(ctx: RunContext, cases: list[Case]) -> tuple[int, float]:
     (each known case's timed repetitions, from the tok/s of its newest ok record on this host) plus
     the untimed depth work of the known cases at n_depth > 0 (untimed_depth_seconds)."""
     bench = ctx.lm.m.bench
-    known, seconds = measured_seconds(ctx.store, ctx.spec.name, ctx.model.name, bench, cases)
+    model = model_identity(ctx.lm, ctx.model)
+    known, seconds = measured_seconds(ctx.store, ctx.spec.name, model, bench, cases)
     if not known or not any(c.get("n_depth") for c in cases):
         return known, seconds
-    return known, seconds + untimed_depth_seconds(ctx, cases)
+    return known, seconds + untimed_depth_seconds(ctx, cases, model)
 
 
-def untimed_depth_seconds(ctx: RunContext, cases: list[Case]) -> float:
+def untimed_depth_seconds(ctx: RunContext, cases: list[Case], model: str | None) -> float:
     """Seconds llama-bench spends on `cases` at n_depth > 0 outside their timed repetitions, from the
-    newest ok llama-bench record of each case of ctx's image name and model on this host (as
+    newest ok llama-bench record of each case of ctx's image name and model sha256 `model` on this host (as
     measured_seconds; a case never measured adds nothing):
     - the depth fill, once per run of consecutive cases (in `cases`' order, the order llama-bench runs
       them) at the same depth and settings: fill_seconds over the prefill curve of those settings
@@ -239,7 +241,7 @@ def untimed_depth_seconds(ctx: RunContext, cases: list[Case]) -> float:
     newest: dict[tuple, BenchRecord] = newest_here(  # case key -> the newest ok llama-bench record
         ctx.store,
         ctx.spec.name,
-        ctx.model.name,
+        model,
         lambda r: (_record_case_key(r, bench), r) if r.method == "llama-bench" else None,
     )
     curves: dict[tuple, dict[int, dict[int, float]]] = {}  # settings -> n_prompt -> depth -> tok/s

@@ -28,6 +28,7 @@ from toolkit.bench.runners.base import (
     effective_environment,
     estimate_from,
     image_ref,
+    model_sha256,
     resolve_model,
     run_observer,
     seconds_before,
@@ -307,7 +308,9 @@ def _serve_cmd(ctx: RunContext, path: Path, c: int, p: int, n: int) -> list[str]
 
 def _base(ctx: RunContext, path: Path, probe: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fields every record of this run shares; `probe`: the GPU-path probe's facts (gpu_probe)."""
-    sha, size = tree_sha256(ctx.lm, path) if path.is_dir() else ("file:" + path.name, path.stat().st_size)
+    sha, size = (
+        tree_sha256(ctx.lm, path) if path.is_dir() else (model_sha256(ctx.lm, path), path.stat().st_size)
+    )
     return dict(
         run_id=ctx.opts.run_id,
         created=utc_now(),
