@@ -8,6 +8,7 @@ writes anything, naming `toolkit reproduce .` (results.refuse_export), in the fo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.support.exported import exported_folder, pasted_commands
@@ -56,3 +57,28 @@ def test_reading_commands_and_reproduce_still_read_the_folder(tmp_path: Path, ma
     doctor = tk(out, "doctor")  # the fast level has no engine: doctor's own verdict may be "mend docker"
     assert doctor.returncode != 4 and "export-run` wrote" not in doctor.stderr, doctor.stderr
     assert tk(out, "fetch-model", "tiny-qwen3moe", "--dry-run").returncode == 0
+
+
+def test_no_results_folder_inside_an_export_folder_is_written_and_a_hint_says_results_once(
+    tmp_path: Path, matrix_data: dict
+) -> None:
+    """nc51b S1: `toolkit import --results results FILE` in the folder (or any writer's --results naming a
+    folder inside it, from a project of one's own) wrote results/ into the published run, where `--results .`
+    was refused; and the refusal's hint repeated a --results given (`toolkit report --results /tmp/r1
+    --results .`). Each writer now refuses a results folder anywhere inside an export, and a hint says
+    --results once. (Its reproduce/ is this host's own runs of it, where `toolkit reproduce` measures: not refused.)"""
+    out = exported_folder(tmp_path, matrix_data, reproduced=False)
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r["raw"]) + "\n" for r in recs))  # llama-bench's
+    before = _tree(out)
+    project = tmp_path / "project"
+    for cwd, inside in ((out, "results"), (project, "../got/r1/mine/results")):
+        for args in (w for w in WRITERS if w[0] not in ("render", "push")):
+            words = [str(tmp_path / "rows.jsonl") if w == "rows.jsonl" else w for w in args]
+            at = 2 if args[0] == "campaign" else 1
+            got = tk(cwd, *words[:at], "--results", inside, *words[at:])
+            assert got.returncode == 4, (cwd, args, got.stdout, got.stderr)
+            assert "export-run` wrote" in got.stderr and _tree(out) == before, (args, got.stderr)
+    got = tk(out, "bench", "--results", str(tmp_path / "mine"), "-i", "cpu", "--dry-run")
+    report = [c for c in pasted_commands(got.stderr) if c[0] == "report"]
+    assert got.returncode == 4 and report == [["report", "--results", "."]], got.stderr

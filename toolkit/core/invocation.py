@@ -79,7 +79,7 @@ def command(name: str, *args: str, matrix: Path | None = None, results: Path | N
     further arguments ("-i", "cpu"), in order. `matrix` and `results`: the matrix file and results
     folder the caller works on (LoadedMatrix.path, ResultStore.root), else those given on the command
     line; each is left out where it is the default (matrix.yaml of the working folder; results/
-    beside the matrix)."""
+    beside the matrix); one `args` names itself is said there alone."""
     words = ["toolkit"]
     if "engine" in _GIVEN:
         words += ["--engine", _GIVEN["engine"]]
@@ -91,8 +91,8 @@ def command(name: str, *args: str, matrix: Path | None = None, results: Path | N
         matrix = None
     if results.resolve() == (matrix or Path("matrix.yaml")).resolve().parent / "results":
         results = None
-    if matrix is not None and "matrix" in takes:
+    if matrix is not None and "matrix" in takes and "--matrix" not in args:  # args' own wins: said once
         words += ["--matrix", str(matrix)]
-    if results is not None and "results" in takes:
+    if results is not None and "results" in takes and "--results" not in args:
         words += ["--results", str(results)]
     return shell_join([*words, *args])
