@@ -496,10 +496,14 @@ def model_identity(lm: LoadedMatrix, model: ModelSpec) -> str | None:
     """The sha256 the records of `model` carry, the identity --resume and the canary match them by (two
     matrix entries of one file are one model; a renamed entry keeps its records): the matrix's `sha256:`
     pin (checked against the file before anything runs), else the file's (model_sha256, cached) or a
-    checkpoint folder's tree digest (tree_sha256); None when the model is not here."""
+    checkpoint folder's tree digest (tree_sha256); None when the model is not here or a real run refuses it
+    (a folder where a GGUF belongs, a loop of links: the dry run's note says so; no estimate is made of it)."""
     if model.sha256 or (path := model_here(lm, model)) is None:
         return model.sha256 or None
-    return model_sha256(lm, path) if path.is_file() else tree_sha256(lm, path)[0]
+    try:
+        return model_sha256(lm, path) if path.is_file() else tree_sha256(lm, path)[0]
+    except (BadInput, OSError):
+        return None
 
 
 def newest_here(
