@@ -205,6 +205,28 @@ def test_rows_a_bench_here_measured_are_not_imported_again(tmp_path: Path) -> No
     ], (got.stderr, list((tmp_path / "r").iterdir()))
 
 
+def test_a_row_whose_measurement_differs_from_the_benchs_is_imported(tmp_path: Path) -> None:
+    """The claim turned false: the same raw rows with one row's figures changed (another measurement of
+    the same test) is no row a bench here measured: that row is imported, the 5 unchanged ones are not."""
+    bench = tmp_path / "r" / "a504e0178239" / "bench.jsonl"
+    bench.parent.mkdir(parents=True)
+    shutil.copy(DATA / "results-cpu-a.jsonl", bench)
+    rows = [
+        json.loads(ln)["raw"] for ln in bench.read_text().splitlines() if json.loads(ln)["status"] == "ok"
+    ]
+    rows[0] = dict(
+        rows[0], avg_ts=rows[0]["avg_ts"] * 0.9, samples_ts=[v * 0.9 for v in rows[0]["samples_ts"]]
+    )
+    rows[0].pop("samples_ns", None), rows[0].pop("avg_ns", None), rows[0].pop("stddev_ns", None)
+    rows[0]["stddev_ts"] = rows[0]["stddev_ts"] * 0.9
+    raw = tmp_path / "raw.jsonl"
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = tk(tmp_path, "import", "--results", "r", "--label", "again", str(raw))
+    said = "5 row(s) already measured here by run 20261129T170627Z-6891c7 (image cpu): not imported again"
+    assert got.returncode == 0 and said in got.stderr, (got.stdout, got.stderr)
+    assert "nothing added" not in got.stdout and "1 result" in got.stdout, got.stdout
+
+
 # ---------------------------------------------------------------- nc50 S6: export-run's matrix note
 
 
